@@ -1,0 +1,400 @@
+"""Recipes: a typed schema, YAML with one level of `base:`, scale overrides kept in the recipe, `--set` overrides.
+
+Resolution order: base <- recipe (deep merge) <- scales[SCALE] (unless SCALE is paper) <- each `--set key=value`.
+Every problem is a RecipeError whose message is one line naming the file, the key path, the value and what was
+expected.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import json
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from repro.model.variants import VARIANTS
+
+TASKS = ("mt", "summarization", "lm", "asr")
+SCALES = ("paper", "mini", "tiny")
+PRECISIONS = ("fp32", "bf16", "fp16")
+
+
+class RecipeError(ValueError):
+    """A recipe that cannot be used; the message is the one line shown to the user."""
+
+
+@dataclass
+class DataConfig:
+    corpus: str = ""
+    """Prepared corpus: a folder name under the data root (`--root`, $LNREPRO_DATA or data/), e.g. wmt16_ende."""
+    train_split: str = "train"
+    """Split used for training."""
+    valid_split: str = "valid"
+    """Split used for validation loss/NLL (newstest2013 for WMT)."""
+    test_splits: list[str] = field(default_factory=list)
+    """Splits decoded and scored by `lnrepro evaluate`."""
+    max_tokens: int = 3584
+    """Tokens per GPU per batch (frames for ASR): paper Table 7."""
+    max_source_positions: int = 1024
+    """Training pairs with a longer side (in tokens or frames) are skipped."""
+    tokens_per_sample: int = 3072
+    """LM only: length of each training block of the token stream."""
+    specaugment: bool = False
+    """ASR only: SpecAugment on training features (fairseq's LibriSpeech policy)."""
+
+
+@dataclass
+class ModelConfig:
+    variant: str = "post_ln"
+    """One of the eight variants (repro/model/variants.py)."""
+    encoder_layers: int = 6
+    """Encoder depth N (0 for the decoder-only LM)."""
+    decoder_layers: int = 6
+    """Decoder depth M."""
+    d_model: int = 512
+    """Hidden size d."""
+    ffn_dim: int = 2048
+    """FFN inner size."""
+    heads: int = 8
+    """Attention heads."""
+    dropout: float = 0.3
+    """Dropout on embeddings and sublayer outputs."""
+    attention_dropout: float = 0.0
+    """Dropout on attention weights."""
+    activation_dropout: float = 0.0
+    """Dropout after the FFN's ReLU."""
+    adaptive_cutoffs: list[int] = field(default_factory=lambda: [20000, 60000])
+    """LM only: adaptive input/softmax band edges."""
+    adaptive_factor: float = 4.0
+    """LM only: each band's embedding is this factor smaller than the previous one."""
+    input_features: int = 80
+    """ASR only: filterbank channels."""
+    conv_channels: int = 1024
+    """ASR only: channels of the subsampler's first convolution."""
+    b2t_depth_scaled_init: bool = False
+    """Opt-in (authors' 2023 code, not in the 2022 paper): multiply B2T layer weights by N^-0.5 at init."""
+
+
+@dataclass
+class OptimConfig:
+    lr: float = 1e-3
+    """Peak learning rate."""
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.98])
+    """Adam betas."""
+    eps: float = 1e-8
+    """Adam epsilon."""
+    weight_decay: float = 0.0
+    """Adam weight decay."""
+    warmup_updates: int = 4000
+    """Linear warmup length of the inverse-sqrt schedule (ignored by variants that train without warmup)."""
+    warmup_init_lr: float = 1e-7
+    """Learning rate at update 0."""
+    max_updates: int = 50000
+    """Training stops after this many updates."""
+    clip_norm: float = 0.0
+    """Gradient norm clipping (0: none; the norm is still logged)."""
+    label_smoothing: float = 0.1
+    """Label-smoothed cross-entropy epsilon (the LM uses plain NLL through the adaptive softmax)."""
+    gpus_per_update: int = 128
+    """How many GPUs' batches make one update in the paper (Table 8); update_freq = this / world size."""
+
+
+@dataclass
+class TrainConfig:
+    seed: int = 1
+    """Seed for initialisation, dropout and data order."""
+    precision: str = "fp32"
+    """fp32, bf16 (autocast) or fp16 (autocast with loss scaling)."""
+    log_interval: int = 100
+    """Updates between JSONL log lines."""
+    validate_interval: int = 1000
+    """Updates between validation passes (also at every epoch end)."""
+    save_interval: int = 1000
+    """Updates between checkpoints; the last `keep_last` are kept for averaging."""
+    keep_last: int = 10
+    """Checkpoints kept (and averaged by evaluate)."""
+    divergence_window: int = 2000
+    """Updates after warmup over which a loss that stopped improving while far above its start is a failure."""
+    compile: bool = False
+    """Wrap the model in torch.compile."""
+
+
+@dataclass
+class EvalConfig:
+    beam: int = 4
+    """Beam size."""
+    lenpen: float = 1.0
+    """Length penalty: hypotheses are ranked by score / length^lenpen."""
+    lenpen_by_split: dict[str, float] = field(default_factory=dict)
+    """Per-split length penalties (0.6 for newstest2014 in the paper's MT setup)."""
+    average_last: int = 10
+    """Average the parameters of the last N checkpoints before decoding."""
+    max_len_a: float = 1.2
+    """Maximum output length is a * source length + b."""
+    max_len_b: int = 10
+    """See max_len_a."""
+    batch_sentences: int = 64
+    """Sentences per decoding batch."""
+    context_window: int = 2560
+    """LM only: each scored token sees up to this many tokens of context."""
+
+
+@dataclass
+class Recipe:
+    task: str = "mt"
+    """mt, summarization, lm or asr."""
+    description: str = ""
+    """One line shown by `lnrepro recipes`."""
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    scales: dict[str, dict] = field(default_factory=dict)
+    """Overrides for the reduced scales (mini, tiny), kept in the recipe itself."""
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class ResolvedRecipe:
+    path: Path
+    scale: str
+    recipe: Recipe
+    overrides: list[str]
+
+    @property
+    def name(self) -> str:
+        return self.path.stem
+
+    def hash(self) -> str:
+        """Hash of the resolved settings: two runs with the same hash ran the same recipe."""
+        body = json.dumps(self.recipe.to_dict(), sort_keys=True)
+        return hashlib.sha256(body.encode()).hexdigest()[:12]
+
+
+# -- loading --------------------------------------------------------------------------------------------------
+
+def _read_yaml(path: Path, context: str) -> dict:
+    if not path.is_file():
+        raise RecipeError(f"{context}: file not found: {path}")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark else ""
+        raise RecipeError(f"{path}: not valid YAML{where}: {getattr(e, 'problem', e)}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise RecipeError(f"{path}: top level must be a mapping of keys, got {type(data).__name__}")
+    return data
+
+
+def deep_merge(base: dict, delta: dict) -> dict:
+    out = copy.deepcopy(base)
+    for k, v in delta.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict) and k != "lenpen_by_split":
+            out[k] = deep_merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def load_raw(path: Path) -> dict:
+    """The recipe merged over its base (one level), scales not yet applied."""
+    path = Path(path)
+    data = _read_yaml(path, "recipe")
+    base = data.pop("base", None)
+    if base is None:
+        return data
+    if not isinstance(base, str):
+        raise RecipeError(f"{path}: base: {base!r} is not a file path (expected a string)")
+    base_path = (path.parent / base).resolve()
+    if base_path == path.resolve():
+        raise RecipeError(f"{path}: base: {base!r} is a cycle (the recipe names itself)")
+    base_data = _read_yaml(base_path, f"{path}: base")
+    if "base" in base_data:
+        nested = (base_path.parent / str(base_data["base"])).resolve()
+        kind = "a cycle" if nested == path.resolve() else "nested"
+        raise RecipeError(f"{base_path}: base: {base_data['base']!r} is {kind} "
+                          f"(a recipe has one level of base, and a base has none)")
+    return deep_merge(base_data, data)
+
+
+def _type_name(tp) -> str:
+    return getattr(tp, "__name__", str(tp)).replace("typing.", "")
+
+
+def _coerce(value, tp, where: str):
+    """Check (and for int->float, convert) one value against a schema type."""
+    origin = typing.get_origin(tp)
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+    elif tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif tp is str:
+        if isinstance(value, str):
+            return value
+    elif origin is list:
+        (item,) = typing.get_args(tp)
+        if isinstance(value, list):
+            return [_coerce(v, item, f"{where}[{i}]") for i, v in enumerate(value)]
+    elif origin is dict:
+        _, item = typing.get_args(tp)
+        if isinstance(value, dict):
+            return {str(k): _coerce(v, item, f"{where}.{k}") for k, v in value.items()}
+    raise RecipeError(f"{where}: {value!r} is {type(value).__name__}, expected {_type_name(tp)}")
+
+
+def _join(where: str, key: str) -> str:
+    """'recipes/a.yaml:' + 'model' -> 'recipes/a.yaml: model'; 'recipes/a.yaml: model' + 'x' -> '... model.x'."""
+    return f"{where} {key}" if where.endswith(":") else f"{where}.{key}"
+
+
+def _build(cls, data: dict, where: str):
+    if not isinstance(data, dict):
+        raise RecipeError(f"{where}: {data!r} is {type(data).__name__}, expected a mapping of keys")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    kwargs = {}
+    for key, value in data.items():
+        path = _join(where, key)
+        if key not in names:
+            raise RecipeError(f"{path}: unknown key (expected one of {', '.join(names)})")
+        tp = hints[key]
+        if dataclasses.is_dataclass(tp):
+            kwargs[key] = _build(tp, value, path)
+        else:
+            kwargs[key] = _coerce(value, tp, path)
+    return cls(**kwargs)
+
+
+def _check(recipe: Recipe, where: str) -> None:
+    m, d, o, t = recipe.model, recipe.data, recipe.optim, recipe.train
+
+    def fail(key: str, value, expected: str):
+        raise RecipeError(f"{_join(where, key)}: {value!r} {expected}")
+
+    if recipe.task not in TASKS:
+        fail("task", recipe.task, f"is not a task (expected one of {', '.join(TASKS)})")
+    if m.variant not in VARIANTS:
+        fail("model.variant", m.variant, f"is not a known variant (expected one of {', '.join(VARIANTS)})")
+    if t.precision not in PRECISIONS:
+        fail("train.precision", t.precision, f"is not a precision (expected one of {', '.join(PRECISIONS)})")
+    for key, value in (("model.d_model", m.d_model), ("model.ffn_dim", m.ffn_dim), ("model.heads", m.heads),
+                       ("model.decoder_layers", m.decoder_layers), ("data.max_tokens", d.max_tokens),
+                       ("optim.max_updates", o.max_updates), ("optim.gpus_per_update", o.gpus_per_update),
+                       ("eval.beam", recipe.eval.beam)):
+        if value < 1:
+            fail(key, value, "must be at least 1")
+    if m.d_model % m.heads:
+        fail("model.heads", m.heads, f"must divide model.d_model ({m.d_model})")
+    if recipe.task == "lm" and m.encoder_layers != 0:
+        fail("model.encoder_layers", m.encoder_layers, "must be 0 for task lm (a decoder-only model)")
+    if recipe.task != "lm" and m.encoder_layers < 1:
+        fail("model.encoder_layers", m.encoder_layers, f"must be at least 1 for task {recipe.task}")
+    if m.b2t_depth_scaled_init and VARIANTS[m.variant].b2t == "none":
+        fail("model.b2t_depth_scaled_init", True, f"applies to B2T variants only, not {m.variant}")
+    for key, value in (("model.dropout", m.dropout), ("model.attention_dropout", m.attention_dropout),
+                       ("model.activation_dropout", m.activation_dropout),
+                       ("optim.label_smoothing", o.label_smoothing)):
+        if not 0.0 <= value < 1.0:
+            fail(key, value, "must be in [0, 1)")
+    if len(o.betas) != 2 or not all(0.0 <= b < 1.0 for b in o.betas):
+        fail("optim.betas", o.betas, "must be two numbers in [0, 1)")
+    if o.lr <= 0:
+        fail("optim.lr", o.lr, "must be positive")
+    if list(m.adaptive_cutoffs) != sorted(set(m.adaptive_cutoffs)):
+        fail("model.adaptive_cutoffs", m.adaptive_cutoffs, "must be strictly increasing")
+    if recipe.task != "lm" and d.specaugment and recipe.task != "asr":
+        fail("data.specaugment", True, "applies to task asr only")
+    for name in recipe.scales:
+        if name not in SCALES[1:]:
+            fail("scales", name, f"is not a reduced scale (expected {' or '.join(SCALES[1:])})")
+
+
+def parse_set(item: str) -> tuple[list[str], object]:
+    if "=" not in item:
+        raise RecipeError(f"--set {item!r}: expected key=value, e.g. --set optim.lr=5e-4")
+    key, text = item.split("=", 1)
+    if not key or any(not part for part in key.split(".")):
+        raise RecipeError(f"--set {item!r}: {key!r} is not a key path like model.variant")
+    try:
+        value = yaml.safe_load(text) if text != "" else ""
+    except yaml.YAMLError:
+        value = text
+    return key.split("."), value
+
+
+def resolve(path: str | Path, scale: str = "paper", sets: list[str] | None = None) -> ResolvedRecipe:
+    path = Path(path)
+    if scale not in SCALES:
+        raise RecipeError(f"--scale {scale!r}: expected one of {', '.join(SCALES)}")
+    raw = load_raw(path)
+    scales = raw.get("scales", {}) or {}
+    if not isinstance(scales, dict):
+        raise RecipeError(f"{path}: scales: {scales!r} is {type(scales).__name__}, expected a mapping")
+    # Validate the paper-scale recipe and every scale's overrides, whichever is asked for.
+    _check(_build(Recipe, raw, f"{path}:"), f"{path}:")
+    for name, delta in scales.items():
+        if not isinstance(delta, dict):
+            raise RecipeError(f"{path}: scales.{name}: {delta!r} is {type(delta).__name__}, expected a mapping")
+        if "scales" in delta:
+            raise RecipeError(f"{path}: scales.{name}.scales: unknown key (scales do not nest)")
+        _check(_build(Recipe, deep_merge(raw, delta), f"{path}: scales.{name}"), f"{path}: scales.{name}")
+    data = raw
+    if scale != "paper":
+        if scale not in scales:
+            raise RecipeError(f"{path}: scales.{scale}: missing (the recipe defines {', '.join(scales) or 'none'})")
+        data = deep_merge(raw, scales[scale])
+    for item in sets or []:
+        keys, value = parse_set(item)
+        node = data
+        for k in keys[:-1]:
+            node = node.setdefault(k, {})
+            if not isinstance(node, dict):
+                raise RecipeError(f"--set {item!r}: {k} is not a section")
+        node[keys[-1]] = value
+    where = f"{path}:" if not sets else f"{path} (with --set):"
+    recipe = _build(Recipe, data, where)
+    _check(recipe, where)
+    return ResolvedRecipe(path=path, scale=scale, recipe=recipe, overrides=list(sets or []))
+
+
+def dump_yaml(recipe: Recipe) -> str:
+    d = recipe.to_dict()
+    d.pop("scales", None)
+    return yaml.safe_dump(d, sort_keys=False)
+
+
+def field_docs(cls=Recipe, prefix: str = "") -> list[tuple[str, str]]:
+    """(key path, docstring) for every schema field, read from the docstrings under each field."""
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(cls))
+    body = tree.body[0].body
+    docs = {}
+    for node, nxt in zip(body, body[1:]):
+        if isinstance(node, ast.AnnAssign) and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant):
+            docs[node.target.id] = " ".join(str(nxt.value.value).split())
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        if dataclasses.is_dataclass(hints[f.name]):
+            out += field_docs(hints[f.name], f"{prefix}{f.name}.")
+        else:
+            out.append((prefix + f.name, docs.get(f.name, "")))
+    return out

@@ -1,0 +1,96 @@
+"""Adaptive input representations and adaptive softmax (Baevski & Auli 2019; Grave et al. 2017), tied.
+
+The vocabulary (sorted by frequency) is split into bands at `cutoffs`; band i has embedding size d / factor^i and
+a projection to d. The softmax's head scores band 0's words plus one logit per tail band; a tail band's words are
+scored only for the tokens whose target lies in it. Word matrices and projections are shared between input and
+output, as in fairseq's transformer_lm_wiki103 (tie_adaptive_weights, tie_adaptive_proj).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def band_edges(vocab_size: int, cutoffs: list[int]) -> list[int]:
+    edges = [0] + [c for c in cutoffs if c < vocab_size] + [vocab_size]
+    if any(b <= a for a, b in zip(edges, edges[1:])):
+        raise ValueError(f"cutoffs {cutoffs} must increase and lie below the vocabulary size {vocab_size}")
+    return edges
+
+
+class AdaptiveInput(nn.Module):
+    def __init__(self, vocab_size: int, d_model: int, cutoffs: list[int], factor: float, pad_idx: int):
+        super().__init__()
+        self.d_model, self.pad_idx = d_model, pad_idx
+        self.edges = band_edges(vocab_size, cutoffs)
+        self.embeddings = nn.ModuleList()
+        self.projections = nn.ModuleList()
+        for i, (lo, hi) in enumerate(zip(self.edges, self.edges[1:])):
+            dim = int(d_model // (factor ** i))
+            emb = nn.Embedding(hi - lo, dim)
+            nn.init.normal_(emb.weight, 0.0, dim ** -0.5)
+            proj = nn.Linear(dim, d_model, bias=False)
+            nn.init.xavier_uniform_(proj.weight)
+            self.embeddings.append(emb)
+            self.projections.append(proj)
+        with torch.no_grad():
+            if pad_idx < self.edges[1]:
+                self.embeddings[0].weight[pad_idx].zero_()
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        out = tokens.new_zeros(*tokens.shape, self.d_model, dtype=self.projections[0].weight.dtype)
+        for i, (lo, hi) in enumerate(zip(self.edges, self.edges[1:])):
+            in_band = (tokens >= lo) & (tokens < hi)
+            if in_band.any():
+                out[in_band] = self.projections[i](self.embeddings[i](tokens[in_band] - lo))
+        return out
+
+
+class AdaptiveSoftmax(nn.Module):
+    def __init__(self, adaptive_input: AdaptiveInput, dropout: float):
+        super().__init__()
+        self.inp = adaptive_input  # tied words and projections
+        self.edges = adaptive_input.edges
+        n_tail = len(self.edges) - 2
+        self.cluster_logits = nn.Linear(adaptive_input.d_model, n_tail, bias=False) if n_tail else None
+        self.dropout = nn.Dropout(dropout)
+
+    def _band_logits(self, x: torch.Tensor, i: int) -> torch.Tensor:
+        # The input projection maps band dim -> d; its transpose maps d -> band dim.
+        h = F.linear(x, self.inp.projections[i].weight.t())
+        if i > 0:
+            h = self.dropout(h)
+        return F.linear(h, self.inp.embeddings[i].weight)
+
+    def _head_logprobs(self, x: torch.Tensor) -> torch.Tensor:
+        head = self._band_logits(x, 0)
+        if self.cluster_logits is not None:
+            head = torch.cat([head, self.cluster_logits(x)], dim=-1)
+        return F.log_softmax(head.float(), dim=-1)
+
+    def log_probs(self, x: torch.Tensor) -> torch.Tensor:
+        """Full log-distribution over the vocabulary, (..., V)."""
+        head = self._head_logprobs(x)
+        n0 = self.edges[1]
+        parts = [head[..., :n0]]
+        for i in range(1, len(self.edges) - 1):
+            parts.append(head[..., n0 + i - 1: n0 + i] + F.log_softmax(self._band_logits(x, i).float(), dim=-1))
+        return torch.cat(parts, dim=-1)
+
+    def target_log_probs(self, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """log p(target) per position, computing each tail band only for the tokens whose target lies in it."""
+        x, target = x.reshape(-1, x.size(-1)), target.reshape(-1)
+        head = self._head_logprobs(x)
+        n0 = self.edges[1]
+        out = head.new_zeros(target.shape)
+        in_head = target < n0
+        out[in_head] = head[in_head].gather(1, target[in_head].unsqueeze(1)).squeeze(1)
+        for i in range(1, len(self.edges) - 1):
+            lo, hi = self.edges[i], self.edges[i + 1]
+            sel = (target >= lo) & (target < hi)
+            if sel.any():
+                tail = F.log_softmax(self._band_logits(x[sel], i).float(), dim=-1)
+                out[sel] = head[sel, n0 + i - 1] + tail.gather(1, (target[sel] - lo).unsqueeze(1)).squeeze(1)
+        return out

@@ -1,0 +1,42 @@
+"""Token embeddings scaled by sqrt(d) plus sinusoidal positions (Vaswani et al. 2017; fairseq's layout)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+def sinusoidal_positions(length: int, d_model: int, offset: int = 0, device=None) -> torch.Tensor:
+    """(length, d_model): sin in the first half of the channels, cos in the second, as fairseq lays them out."""
+    half = d_model // 2
+    freq = torch.exp(torch.arange(half, dtype=torch.float32, device=device) * -(math.log(10000.0) / (half - 1)))
+    pos = torch.arange(offset, offset + length, dtype=torch.float32, device=device).unsqueeze(1)
+    table = torch.cat([torch.sin(pos * freq), torch.cos(pos * freq)], dim=1)
+    if d_model % 2:
+        table = torch.cat([table, torch.zeros(length, 1, device=device)], dim=1)
+    return table
+
+
+class TokenEmbedding(nn.Embedding):
+    """N(0, d^-1/2) initialisation, zero padding row (fairseq)."""
+
+    def __init__(self, vocab_size: int, d_model: int, pad_idx: int):
+        super().__init__(vocab_size, d_model, padding_idx=pad_idx)
+        nn.init.normal_(self.weight, mean=0.0, std=d_model ** -0.5)
+        with torch.no_grad():
+            self.weight[pad_idx].zero_()
+
+
+class PositionalInput(nn.Module):
+    """x * sqrt(d) + positions, then dropout: the input to a layer stack, whatever produced x."""
+
+    def __init__(self, d_model: int, dropout: float):
+        super().__init__()
+        self.d_model, self.scale = d_model, math.sqrt(d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        pos = sinusoidal_positions(x.size(1), self.d_model, offset, device=x.device).to(x.dtype)
+        return self.dropout(self.scale * x + pos)

@@ -1,0 +1,71 @@
+"""A stack of layers: plain, or with DLCL's dynamic linear combination of lower layers; optional final LN."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from repro.model.block import TransformerLayer
+from repro.model.variants import Variant, b2t_noln_alpha, b2t_noln_beta
+
+
+class DLCLCombination(nn.Module):
+    """Wang et al. 2019 (pre-norm, as in the official code): the input of layer l+1 is
+
+        sum_{k <= l} W[l, k] * LN_k(y_k)
+
+    with y_0 the embedding output (not normalised), y_k the output of layer k, and W a learnable lower-triangular
+    matrix initialised to the plain average 1/(l+1). Row L gives the stack's output (before the final LN).
+    """
+
+    def __init__(self, num_layers: int, d_model: int):
+        super().__init__()
+        self.num_layers = num_layers
+        rows = torch.arange(num_layers + 1).unsqueeze(1)
+        cols = torch.arange(num_layers + 1).unsqueeze(0)
+        self.register_buffer("tril", (cols <= rows).float())
+        self.weights = nn.Parameter(self.tril / (rows + 1).float())
+        self.norms = nn.ModuleList([nn.Identity()] + [nn.LayerNorm(d_model) for _ in range(num_layers)])
+
+    def combine(self, history: list[torch.Tensor]) -> torch.Tensor:
+        """Input to the next layer (or the stack's output) from the outputs stored so far."""
+        row = len(history) - 1
+        w = self.weights[row] * self.tril[row]
+        return sum(w[k] * self.norms[k](y) for k, y in enumerate(history))
+
+
+class LayerStack(nn.Module):
+    def __init__(self, variant: Variant, num_layers: int, d_model: int, ffn_dim: int, heads: int,
+                 dropout: float, attention_dropout: float, activation_dropout: float, cross_attention: bool,
+                 residual_alpha: float = 1.0, final_norm: bool | None = None):
+        super().__init__()
+        self.variant, self.num_layers = variant, num_layers
+        if variant.b2t == "scaled_no_ln":
+            alpha, beta = b2t_noln_alpha(num_layers), b2t_noln_beta(d_model)
+        else:
+            alpha, beta = residual_alpha, 1.0
+        self.layers = nn.ModuleList(
+            TransformerLayer(variant, d_model, ffn_dim, heads, dropout, attention_dropout, activation_dropout,
+                             cross_attention, alpha=alpha, beta=beta)
+            for _ in range(num_layers))
+        self.dlcl = DLCLCombination(num_layers, d_model) if variant.dlcl else None
+        use_final = variant.final_norm if final_norm is None else final_norm
+        self.final_norm = nn.LayerNorm(d_model) if use_final else nn.Identity()
+
+    def forward(self, x: torch.Tensor, self_mask: torch.Tensor | None = None, causal: bool = False,
+                memory: torch.Tensor | None = None, memory_mask: torch.Tensor | None = None,
+                cache: list[dict] | None = None, layer_outputs: list[torch.Tensor] | None = None) -> torch.Tensor:
+        """layer_outputs, if given, receives each layer's output hidden states (bottom layer first)."""
+        history = [x] if self.dlcl is not None else None
+        for i, layer in enumerate(self.layers):
+            if history is not None:
+                x = self.dlcl.combine(history)
+            x = layer(x, self_mask=self_mask, causal=causal, memory=memory, memory_mask=memory_mask,
+                      cache=None if cache is None else cache[i])
+            if layer_outputs is not None:
+                layer_outputs.append(x)
+            if history is not None:
+                history.append(x)
+        if history is not None:
+            x = self.dlcl.combine(history)
+        return self.final_norm(x)

@@ -1,0 +1,94 @@
+"""The eight layer variants of the paper, as one table of data.
+
+Each variant chooses among a few orthogonal mechanisms; model code reads these fields and never the
+variant's name. A sublayer F is combined with its input x as
+
+    post_norm( residual(x) + dropout(F(pre_norm(x))) )
+
+and the layer's last sublayer (the FFN) may add a bottom-to-top (B2T) skip from the layer's input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    title: str
+    citation: str
+    pre_norm: bool
+    """LayerNorm on each sublayer's input (Pre-LN, eq. 2)."""
+    post_norm: bool
+    """LayerNorm after each residual sum (Post-LN, eq. 1)."""
+    b2t: str
+    """'none'; 'with_ln': x_inp added before the layer's last LN (eq. 5);
+    'scaled_no_ln': alpha*x_inp + beta*(x_ffn + FFN(x_ffn)) with no LN anywhere (eq. 6-8)."""
+    residual: str
+    """'identity': x; 'deepnet_alpha': alpha*x (DeepNorm); 'admin_omega': omega (.) x, omega set by profiling."""
+    dlcl: bool
+    """Dynamic linear combination of the outputs of all lower layers as each layer's input."""
+    final_norm: bool
+    """One LayerNorm after the whole stack (Pre-LN, DLCL)."""
+    init: str
+    """'default' (fairseq), 't_fixup' or 'deepnet': see repro/model/init.py."""
+    warmup: bool
+    """Whether the learning rate warms up; T-Fixup trains without warmup."""
+
+
+VARIANTS: dict[str, Variant] = {
+    v.name: v
+    for v in (
+        Variant("post_ln", "Post-LN", "Vaswani et al. 2017", pre_norm=False, post_norm=True,
+                b2t="none", residual="identity", dlcl=False, final_norm=False, init="default", warmup=True),
+        Variant("pre_ln", "Pre-LN", "Xiong et al. 2020", pre_norm=True, post_norm=False,
+                b2t="none", residual="identity", dlcl=False, final_norm=True, init="default", warmup=True),
+        Variant("b2t", "B2T connection", "Takase et al. 2022, eq. 5", pre_norm=False, post_norm=True,
+                b2t="with_ln", residual="identity", dlcl=False, final_norm=False, init="default", warmup=True),
+        Variant("b2t_noln", "+ w/o LN", "Takase et al. 2022, Appendix D, eq. 6-8", pre_norm=False, post_norm=False,
+                b2t="scaled_no_ln", residual="identity", dlcl=False, final_norm=False, init="default", warmup=True),
+        Variant("dlcl", "DLCL", "Wang et al. 2019", pre_norm=True, post_norm=False,
+                b2t="none", residual="identity", dlcl=True, final_norm=True, init="default", warmup=True),
+        Variant("t_fixup", "T-Fixup", "Huang et al. 2020", pre_norm=False, post_norm=False,
+                b2t="none", residual="identity", dlcl=False, final_norm=False, init="t_fixup", warmup=False),
+        Variant("deepnet", "DeepNet", "Wang et al. 2022", pre_norm=False, post_norm=True,
+                b2t="none", residual="deepnet_alpha", dlcl=False, final_norm=False, init="deepnet", warmup=True),
+        Variant("admin", "Admin", "Liu et al. 2020", pre_norm=False, post_norm=True,
+                b2t="none", residual="admin_omega", dlcl=False, final_norm=False, init="default", warmup=True),
+    )
+}
+
+
+def get_variant(name: str) -> Variant:
+    if name not in VARIANTS:
+        raise KeyError(f"unknown variant {name!r}; expected one of {', '.join(VARIANTS)}")
+    return VARIANTS[name]
+
+
+# Derived constants: computed from depth next to the equation they come from.
+
+def b2t_noln_alpha(num_layers: int) -> float:
+    """Appendix D, eq. 7: alpha = min(N/12, N^-0.15), N the depth of this stack."""
+    return min(num_layers / 12.0, num_layers ** -0.15)
+
+
+def b2t_noln_beta(d_model: int) -> float:
+    """Appendix D, eq. 8: beta = d^-0.2."""
+    return d_model ** -0.2
+
+
+def deepnet_constants(encoder_layers: int, decoder_layers: int) -> dict[str, float]:
+    """DeepNet (Wang et al. 2022, Table 1/Fig. 2): residual alpha and init gain beta per stack.
+
+    Encoder-decoder with N encoder and M decoder layers; decoder-only (encoder_layers == 0) with N layers.
+    """
+    n, m = encoder_layers, decoder_layers
+    if n == 0:
+        return {"decoder_alpha": (2 * m) ** 0.25, "decoder_beta": (8 * m) ** -0.25}
+    return {
+        "encoder_alpha": 0.81 * (n ** 4 * m) ** (1 / 16),
+        "encoder_beta": 0.87 * (n ** 4 * m) ** (-1 / 16),
+        "decoder_alpha": (3 * m) ** 0.25,
+        "decoder_beta": (12 * m) ** -0.25,
+    }
