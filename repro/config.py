@@ -171,6 +171,10 @@ class ResolvedRecipe:
 
     @property
     def name(self) -> str:
+        """The recipe's path below recipes/ without .yaml, e.g. 18L-18L-b2t or gigaword/6L-6L-b2t."""
+        parts = self.path.resolve().with_suffix("").parts
+        if "recipes" in parts:
+            return "/".join(parts[len(parts) - parts[::-1].index("recipes"):])
         return self.path.stem
 
     def hash(self) -> str:
@@ -244,8 +248,16 @@ def _coerce(value, tp, where: str):
     elif tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
+        if isinstance(value, str):  # YAML 1.1 reads 5e-4 (no dot) as a string
+            try:
+                return float(value)
+            except ValueError:
+                pass
     elif tp is str:
         if isinstance(value, str):
+            return value
+    elif tp is dict:
+        if isinstance(value, dict):
             return value
     elif origin is list:
         (item,) = typing.get_args(tp)

@@ -1,0 +1,25 @@
+# Quick start: `make demo` and `make test`; each sets up .venv first (idempotent).
+PY := .venv/bin/python
+STAMP := .venv/.installed
+
+.PHONY: install demo test clean
+
+$(STAMP): pyproject.toml
+	python3 -m venv .venv
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -c "import torch, torchaudio; torchaudio.compliance.kaldi.fbank(torch.randn(1, 16000), num_mel_bins=80); print('torch', torch.__version__, 'torchaudio', torchaudio.__version__, 'ok')"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	.venv/bin/lnrepro table 1
+	.venv/bin/lnrepro table 1 --scale mini
+	.venv/bin/lnrepro figure 3 --out figures/figure3.png --json figures/figure3.json
+
+test: $(STAMP)
+	$(PY) -m pytest -q -p no:cacheprovider
+
+clean:
+	rm -rf .venv figures runs

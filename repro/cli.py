@@ -1,0 +1,248 @@
+"""The `lnrepro` command line: each subcommand is a thin function over the library."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from repro import __version__
+from repro.config import RecipeError
+from repro.progress import console
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode="rich",
+                  help="Reproduce 'On Layer Normalizations and Residual Connections in Transformers' "
+                       "(Takase et al. 2022): prepare data, train a table cell, evaluate it, compare with the paper.")
+
+DATASETS = ("wmt", "multi30k", "gigaword", "wikitext103", "librispeech", "speech-mini")
+
+
+def default_root() -> Path:
+    return Path(os.environ.get("LNREPRO_DATA", "data"))
+
+
+def fail(message: str, code: int = 2):
+    console.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def _version(value: bool):
+    if value:
+        print(f"lnrepro {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                      help="Show the version and exit.")):
+    pass
+
+
+def _known_errors():
+    from repro.data.text import PrepareError
+    from repro.eval.evaluate import EvaluateError
+    from repro.train.checkpoint import CheckpointError
+    return (RecipeError, PrepareError, EvaluateError, CheckpointError, FileNotFoundError, ValueError)
+
+
+@app.command()
+def prepare(dataset: str = typer.Argument(..., help=f"One of: {', '.join(DATASETS)}."),
+            root: Path = typer.Option(None, "--root", help="Where prepared corpora live (default data/ or $LNREPRO_DATA)."),
+            source: Optional[Path] = typer.Option(None, "--source", help="Folder with the raw archives or files, instead of downloading."),
+            vocab_size: Optional[int] = typer.Option(None, "--vocab-size", help="SentencePiece vocabulary size (default: the paper's for the dataset).")):
+    """Download (or read from --source), preprocess and binarize a corpus.
+
+    Example: [bold]lnrepro prepare multi30k --source ../shared/data/multi30k[/bold]
+    """
+    root = root or default_root()
+    if source is not None and not source.exists():
+        fail(f"--source {source}: no such folder")
+    try:
+        if dataset == "wmt":
+            from repro.data.wmt import prepare_wmt
+            meta = prepare_wmt(root, source, vocab_size or 32000)
+        elif dataset == "multi30k":
+            from repro.data.multi30k import prepare_multi30k
+            meta = prepare_multi30k(root, source, vocab_size or 8000)
+        elif dataset == "gigaword":
+            from repro.data.gigaword import prepare_gigaword
+            meta = prepare_gigaword(root, source, vocab_size or 32000)
+        elif dataset in DATASETS:
+            fail(f"prepare {dataset}: not built yet in this version of lnrepro")
+        else:
+            fail(f"prepare {dataset!r}: unknown dataset (expected one of {', '.join(DATASETS)})")
+    except _known_errors() as e:
+        fail(str(e))
+    console.print(f"prepared {meta['corpus']} in {root / meta['corpus']} (vocabulary {meta['vocab_size']:,})")
+
+
+@app.command()
+def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. recipes/18L-18L-b2t.yaml."),
+          scale: str = typer.Option("paper", "--scale", help="paper, mini or tiny (DESIGN's scale ladder)."),
+          run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="Default: runs/<recipe>-<scale>-s<seed>."),
+          set_: List[str] = typer.Option([], "--set", help="Override a recipe key, e.g. --set optim.lr=5e-4 (repeatable)."),
+          resume: bool = typer.Option(False, "--resume", help="Continue from the run directory's last checkpoint."),
+          print_config: bool = typer.Option(False, "--print-config", help="Print the resolved recipe and exit."),
+          root: Path = typer.Option(None, "--root", help="Prepared corpora (default data/ or $LNREPRO_DATA)."),
+          results: Path = typer.Option(Path("results"), "--results", help="Where run records are written.")):
+    """Train one table cell. Under torchrun, every process runs this command.
+
+    Example: [bold]lnrepro train recipes/18L-18L-b2t.yaml --scale mini[/bold]
+    """
+    from repro.config import dump_yaml, resolve
+    try:
+        resolved = resolve(recipe, scale, set_)
+    except RecipeError as e:
+        fail(str(e))
+    if print_config:
+        print(f"# {recipe} at scale {scale}\n" + dump_yaml(resolved.recipe), end="")
+        return
+    from repro.results import write_record
+    from repro.train.loop import train_run
+    run_dir = run_dir or Path("runs") / f"{resolved.name.replace('/', '-')}-{scale}-s{resolved.recipe.train.seed}"
+    try:
+        status = train_run(resolved, run_dir, root or default_root(), resume=resume)
+    except _known_errors() as e:
+        fail(str(e))
+    if int(os.environ.get("RANK", "0")) == 0:
+        path = write_record(results, run_record(run_dir, status, resolved, metrics={}))
+        colour = "green" if status["status"] == "completed" else "yellow"
+        console.print(f"[{colour}]{status['status']}[/{colour}] after {status['step']} updates "
+                      f"({status['duration_s']} s){': ' + status['reason'] if status['reason'] else ''}; "
+                      f"record {path}")
+
+
+def run_record(run_dir: Path, status: dict, resolved, metrics: dict) -> dict:
+    return {"run_id": Path(run_dir).name, "run_dir": str(run_dir), "recipe": str(resolved.path),
+            "recipe_name": resolved.name, "recipe_hash": resolved.hash(), "overrides": resolved.overrides,
+            "task": resolved.recipe.task, "variant": resolved.recipe.model.variant,
+            "encoder_layers": resolved.recipe.model.encoder_layers,
+            "decoder_layers": resolved.recipe.model.decoder_layers,
+            "scale": resolved.scale, "seed": resolved.recipe.train.seed, "commit": status["commit"],
+            "hardware": status["hardware"], "started": status["started"], "duration_s": status["duration_s"],
+            "updates": status["step"], "status": status["status"], "reason": status["reason"], "metrics": metrics}
+
+
+@app.command()
+def evaluate(run: Path = typer.Argument(..., help="A run directory written by `lnrepro train`."),
+             root: Path = typer.Option(None, "--root", help="Prepared corpora (default data/ or $LNREPRO_DATA)."),
+             results: Path = typer.Option(Path("results"), "--results", help="Where run records are written.")):
+    """Average the last checkpoints, decode/score every test split, write metrics.json and the run's record.
+
+    Example: [bold]lnrepro evaluate runs/6L-6L-b2t-mini-s1[/bold]
+    """
+    from repro.eval.evaluate import evaluate_run, load_run
+    from repro.results import write_record
+    try:
+        status, resolved = load_run(run)
+        metrics = evaluate_run(run, root or default_root())
+    except _known_errors() as e:
+        fail(str(e))
+    if status["status"] != "completed":
+        console.print(f"run {run} has status {status['status']} ({status.get('reason', '')}): nothing to decode")
+    path = write_record(results, run_record(run, status, resolved, metrics if status["status"] == "completed" else {}))
+    console.print(f"record {path}")
+
+
+@app.command()
+def table(number: int = typer.Argument(..., help="Table number, 1 to 10."),
+          scale: str = typer.Option("paper", "--scale", help="Which scale's runs fill the 'ours' column."),
+          fmt: str = typer.Option("text", "--format", help="text, markdown, latex, csv or json."),
+          paper_version: str = typer.Option("en", "--paper", help="en (arXiv, default) or ja (NLP2022 workshop)."),
+          results: Path = typer.Option(Path("results"), "--results", help="Folder of run records.")):
+    """Paper values beside ours, with the difference, for one table.
+
+    Example: [bold]lnrepro table 1 --scale mini --format markdown[/bold]
+    """
+    from repro.tables.render import render_table
+    try:
+        out = render_table(number, scale=scale, fmt=fmt, results_dir=results, paper_version=paper_version)
+    except (KeyError, ValueError) as e:
+        fail(str(e).strip("'\""))
+    if out is not None:
+        print(out, end="" if out.endswith("\n") else "\n")
+
+
+@app.command()
+def figure(number: int = typer.Argument(..., help="Figure number: 3, 4 and 7 need no data or runs."),
+           out: Optional[Path] = typer.Option(None, "--out", help="PNG path (default figures/figure<N>.png)."),
+           json_path: Optional[Path] = typer.Option(None, "--json", help="Also write the plotted numbers as JSON."),
+           layers: int = typer.Option(18, "--layers", help="Figures 3/4/7: encoder and decoder depth."),
+           d_model: int = typer.Option(512, "--d-model", help="Figures 3/4/7: model width."),
+           updates: int = typer.Option(0, "--updates", help="Figures 3/4/7: train this many updates first."),
+           root: Path = typer.Option(None, "--root", help="Prepared corpora: a batch of wmt16_ende is used when present."),
+           scale: str = typer.Option("mini", "--scale", help="Figures from runs: whose records to plot."),
+           results: Path = typer.Option(Path("results"), "--results", help="Folder of run records.")):
+    """Draw one of the paper's figures as a PNG.
+
+    Example: [bold]lnrepro figure 3 --out fig3.png --json fig3.json[/bold]
+    """
+    out = out or Path("figures") / f"figure{number}.png"
+    try:
+        if number in (3, 4, 7):
+            from repro.figures.gradients import figure_gradients
+            figure_gradients(number, out, json_path, layers, d_model, updates, root or default_root())
+        elif number in (1, 5, 6, 8, 9):
+            from repro.figures.runs import figure_from_runs
+            figure_from_runs(number, out, json_path, results, scale)
+        else:
+            fail(f"figure {number}: the paper's figures are 1 to 9 (figure 2 is the architecture diagram)")
+    except _known_errors() as e:
+        fail(str(e))
+    console.print(f"wrote {out}")
+
+
+@app.command()
+def recipes(folder: Path = typer.Argument(Path("recipes"), help="Folder of recipes."),
+            check: bool = typer.Option(False, "--check", help="Load every recipe at every scale; exit 2 on the first problem.")):
+    """List every recipe (task, variant, depths); with --check, validate them all.
+
+    Example: [bold]lnrepro recipes --check[/bold]
+    """
+    from rich.table import Table
+
+    from repro.config import SCALES, load_raw, resolve
+    files = sorted(p for p in folder.rglob("*.yaml") if "base" not in p.relative_to(folder).parts)
+    if not files:
+        fail(f"{folder}: no recipes found")
+    t = Table(title=f"{len(files)} recipes in {folder}")
+    for col in ("recipe", "task", "variant", "depth", "scales"):
+        t.add_column(col)
+    for p in files:
+        try:
+            res = resolve(p)
+            scales = ["paper"] + [s for s in SCALES[1:] if s in (load_raw(p).get("scales") or {})]
+            if check:
+                for s in scales[1:]:
+                    resolve(p, s)
+        except RecipeError as e:
+            fail(str(e))
+        m = res.recipe.model
+        depth = f"{m.decoder_layers}L" if res.recipe.task == "lm" else f"{m.encoder_layers}L-{m.decoder_layers}L"
+        t.add_row(str(p), res.recipe.task, m.variant, depth, ",".join(scales))
+    console.print(t)
+    if check:
+        console.print(f"[green]all {len(files)} recipes load at every scale they define[/green]")
+
+
+@app.command()
+def claims(scale: str = typer.Option("mini", "--scale", help="Whose records to judge."),
+           results: Path = typer.Option(Path("results"), "--results", help="Folder of run records.")):
+    """Evaluate the paper's findings against results/ as reproduced / not reproduced / not run.
+
+    Example: [bold]lnrepro claims --scale mini[/bold]
+    """
+    from repro.claims import print_claims
+    print_claims(results, scale)
+
+
+def entry():
+    app()
+
+
+if __name__ == "__main__":
+    entry()

@@ -1,0 +1,107 @@
+"""`lnrepro evaluate RUN`: average the last N checkpoints, decode or score each test split, write metrics.json."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import sentencepiece as spm
+import torch
+
+from repro.config import resolve
+from repro.data.batching import token_batches
+from repro.data.text import PAD, read_meta
+from repro.eval import metrics
+from repro.eval.generate import beam_search
+from repro.model.build import build_model
+from repro.progress import console, progress_bar
+from repro.train import checkpoint
+from repro.train.loop import validate
+from repro.train.tasks import open_split, to_device
+
+
+class EvaluateError(RuntimeError):
+    pass
+
+
+def load_run(run_dir: Path):
+    status_path = run_dir / "status.json"
+    if not status_path.is_file():
+        raise EvaluateError(f"{run_dir}: not a finished run (status.json missing); train it first")
+    status = json.loads(status_path.read_text())
+    resolved = resolve(status["recipe"], status["scale"], status.get("overrides", []))
+    return status, resolved
+
+
+def decode_split(model, data, sp, recipe, split: str, device) -> list[str]:
+    e = recipe.eval
+    lenpen = e.lenpen_by_split.get(split, e.lenpen)
+    hyps: dict[int, str] = {}
+    order = np.argsort(-data.src.sizes, kind="stable")  # long first: similar lengths share a batch
+    batches = [order[i:i + e.batch_sentences] for i in range(0, len(order), e.batch_sentences)]
+    with progress_bar(f"decode {split}", len(order)) as bar:
+        for idx in batches:
+            batch = to_device(data.collate(idx), device)
+            src_len = batch["src"].ne(PAD).sum(1)
+            max_len = (e.max_len_a * src_len.float() + e.max_len_b).long()
+            out = beam_search(model, batch["src"], e.beam, max_len, lenpen)
+            for i, toks in zip(idx.tolist(), out):
+                hyps[i] = sp.decode(toks)
+            bar.advance(len(idx))
+    return [hyps[i] for i in range(len(order))]
+
+
+def evaluate_run(run_dir: Path, data_root: Path, write: bool = True) -> dict:
+    run_dir = Path(run_dir)
+    status, resolved = load_run(run_dir)
+    if status["status"] != "completed":
+        return {"status": status["status"], "reason": status.get("reason", "")}
+    r = resolved.recipe
+    corpus_dir = Path(data_root) / r.data.corpus
+    meta = read_meta(corpus_dir)
+    ckpts = checkpoint.list_checkpoints(run_dir)[-r.eval.average_last:]
+    if not ckpts:
+        raise EvaluateError(f"{run_dir}: no checkpoints to evaluate")
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model = build_model(r, meta["vocab_size"], PAD)
+    model.load_state_dict(checkpoint.average(ckpts))
+    model.to(device).eval()
+    t0 = time.time()
+    result = {"checkpoints_averaged": [p.name for p in ckpts], "splits": {}}
+    valid = open_split(r, corpus_dir, r.data.valid_split)
+    result["valid_nll"] = validate(model, valid, r, device, r.data.max_tokens)
+    if r.task in ("mt", "summarization", "asr"):
+        sp = spm.SentencePieceProcessor(model_file=str(corpus_dir / meta["spm_model"]))
+        for split in r.data.test_splits:
+            data = open_split(r, corpus_dir, split)
+            hyps = decode_split(model, data, sp, r, split, device)
+            refs = (corpus_dir / f"{split}.tgt.txt").read_text(encoding="utf-8").splitlines()
+            (run_dir / f"hyp.{split}.txt").write_text("\n".join(hyps) + "\n", encoding="utf-8")
+            if r.task == "mt":
+                score, sig = metrics.bleu(hyps, refs)
+                result["splits"][split] = {"bleu": score}
+                result["bleu_signature"] = sig
+                console.print(f"{split}: BLEU {score:.2f}  ({sig})")
+            elif r.task == "summarization":
+                result["splits"][split] = metrics.rouge(hyps, refs)
+                console.print(f"{split}: " + ", ".join(f"{k} {v:.2f}" for k, v in result["splits"][split].items()))
+            else:
+                result["splits"][split] = {"wer": metrics.wer(hyps, refs)}
+                console.print(f"{split}: WER {result['splits'][split]['wer']:.2f}")
+        if r.task == "mt" and result["splits"]:
+            result["bleu_average"] = float(np.mean([s["bleu"] for s in result["splits"].values()]))
+    elif r.task == "lm":
+        from repro.eval.lm_eval import sliding_window_perplexity
+        for split in [r.data.valid_split, *r.data.test_splits]:
+            ppl = sliding_window_perplexity(model, corpus_dir, split, r.data.tokens_per_sample,
+                                            r.eval.context_window, device)
+            result["splits"][split] = {"perplexity": ppl}
+            console.print(f"{split}: perplexity {ppl:.2f}")
+    result["eval_seconds"] = round(time.time() - t0, 1)
+    if write:
+        tmp = run_dir / "metrics.json.tmp"
+        tmp.write_text(json.dumps(result, indent=2) + "\n")
+        tmp.replace(run_dir / "metrics.json")
+    return result

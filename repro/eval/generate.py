@@ -1,0 +1,82 @@
+"""Batched beam search with the incremental decoding cache (fairseq's SequenceGenerator, simplified).
+
+Finished hypotheses are ranked by score / length^lenpen, length counting the final </s>. A sentence stops once it
+has `beam` finished hypotheses whose worst is at least the best possible unfinished one, or at max length.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from repro.data.text import EOS, PAD
+
+
+@torch.no_grad()
+def beam_search(model, src: torch.Tensor, beam: int, max_len: torch.Tensor, lenpen: float = 1.0,
+                src_lengths: torch.Tensor | None = None, use_cache: bool = True) -> list[list[int]]:
+    """src (B, S) token ids or features; max_len (B,) maximum output tokens. Returns the best tokens per row."""
+    model.eval()
+    bsz = src.size(0)
+    device = src.device
+    memory, mask = model.encode(src, src_lengths)
+    order = torch.arange(bsz, device=device).repeat_interleave(beam)
+    memory, mask = memory.index_select(0, order), mask.index_select(0, order)
+    cache = model.new_cache() if use_cache else None
+    tokens = torch.full((bsz * beam, 1), EOS, dtype=torch.long, device=device)
+    scores = torch.zeros(bsz, beam, device=device)
+    scores[:, 1:] = float("-inf")  # all beams start identical: expand only the first
+    finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(bsz)]
+    done = torch.zeros(bsz, dtype=torch.bool, device=device)
+    limit = int(max_len.max())
+    for t in range(limit + 1):
+        inp = tokens[:, -1:] if use_cache else tokens
+        logits = model.decode(inp, memory, mask, cache=cache)[:, -1]
+        lprobs = torch.log_softmax(logits.float(), dim=-1)
+        lprobs[:, PAD] = float("-inf")
+        force_eos = (t >= max_len).repeat_interleave(beam)
+        lprobs[force_eos] = float("-inf")
+        lprobs[force_eos, EOS] = 0.0
+        vocab = lprobs.size(-1)
+        cand = (scores.view(-1, 1) + lprobs).view(bsz, beam * vocab)
+        top_scores, top_idx = cand.topk(2 * beam, dim=1)
+        beam_idx, tok_idx = top_idx // vocab, top_idx % vocab
+        new_scores = torch.full((bsz, beam), float("-inf"), device=device)
+        new_src = torch.zeros(bsz, beam, dtype=torch.long, device=device)
+        new_tok = torch.full((bsz, beam), EOS, dtype=torch.long, device=device)
+        top_scores_l, beam_l, tok_l = top_scores.tolist(), beam_idx.tolist(), tok_idx.tolist()
+        for b in range(bsz):
+            if done[b]:
+                continue
+            kept = 0
+            for s, bi, ti in zip(top_scores_l[b], beam_l[b], tok_l[b]):
+                if s == float("-inf"):
+                    break
+                if ti == EOS:
+                    if len(finished[b]) < beam:
+                        hyp = tokens[b * beam + bi, 1:].tolist()
+                        finished[b].append((s / (len(hyp) + 1) ** lenpen, hyp))
+                elif kept < beam:
+                    new_scores[b, kept], new_src[b, kept], new_tok[b, kept] = s, bi, ti
+                    kept += 1
+                if kept == beam and len(finished[b]) >= beam:
+                    break
+            if len(finished[b]) >= beam:
+                # fairseq's stopping rule: once `beam` hypotheses have finished, the sentence is done
+                done[b] = True
+            if t >= int(max_len[b]):
+                done[b] = True
+        if bool(done.all()):
+            break
+        reorder = (torch.arange(bsz, device=device).unsqueeze(1) * beam + new_src).view(-1)
+        tokens = torch.cat([tokens.index_select(0, reorder), new_tok.view(-1, 1)], dim=1)
+        scores = new_scores
+        scores[done] = float("-inf")
+        if cache is not None:
+            model.reorder_cache(cache, reorder)
+    out = []
+    for b in range(bsz):
+        if not finished[b]:
+            out.append([])
+            continue
+        out.append(max(finished[b], key=lambda x: x[0])[1])
+    return out

@@ -1,0 +1,36 @@
+"""Rich progress bars for long work (quiet when not on a terminal or when LNREPRO_QUIET is set)."""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+console = Console(stderr=True)
+
+
+class _Bar:
+    def __init__(self, progress: Progress | None, task):
+        self.progress, self.task = progress, task
+
+    def advance(self, n: float = 1) -> None:
+        if self.progress is not None:
+            self.progress.advance(self.task, n)
+
+    def update(self, **fields) -> None:
+        if self.progress is not None:
+            self.progress.update(self.task, **fields)
+
+
+@contextmanager
+def progress_bar(description: str, total: float | None, status: str = ""):
+    if os.environ.get("LNREPRO_QUIET"):
+        yield _Bar(None, None)
+        return
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[status]}"),
+                  console=console, transient=False, disable=not console.is_terminal and total is None) as p:
+        task = p.add_task(description, total=total, status=status)
+        yield _Bar(p, task)

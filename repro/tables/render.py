@@ -1,0 +1,308 @@
+"""Render a table: the paper's value, ours (mean ± std over seeds) and the difference, per cell.
+
+Pure functions from (spec, paper values, run records) to rows; then one formatter per output format.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import statistics
+from pathlib import Path
+
+from repro.config import RecipeError, resolve
+from repro.results import load_records
+from repro.tables import paper_values as pv
+from repro.tables.spec import SPECS, TITLES, TableSpec
+
+LOWER_IS_BETTER = {"lm", "asr"}
+FORMATS = ("text", "markdown", "latex", "csv", "json")
+REPO_RECIPES = Path(__file__).resolve().parents[2] / "recipes"
+
+
+def recipes_dir() -> Path:
+    return Path("recipes") if Path("recipes").is_dir() else REPO_RECIPES
+
+
+def _dig(d: dict, path: list[str]):
+    for k in path:
+        if not isinstance(d, dict) or k not in d:
+            return None
+        d = d[k]
+    return d
+
+
+def ours_cell(records: list[dict], path: list[str]) -> dict:
+    """Aggregate the records of one cell: status ok / failed / not run / not evaluated, mean, std, seeds."""
+    if not records:
+        return {"status": "not run", "mean": None, "std": None, "seeds": 0}
+    failed = [r for r in records if r["status"] == "failed"]
+    values = [v for r in records if r["status"] == "completed" and (v := _dig(r["metrics"], path)) is not None]
+    if not values:
+        status = "failed" if failed else "not evaluated"
+        return {"status": status, "mean": None, "std": None, "seeds": len(records),
+                "reason": failed[0]["reason"] if failed else ""}
+    std = statistics.stdev(values) if len(values) > 1 else None
+    return {"status": "ok", "mean": statistics.fmean(values), "std": std, "seeds": len(values),
+            "failed_seeds": len(failed)}
+
+
+def table_rows(number: int, scale: str, results_dir: Path, paper_version: str = "en") -> tuple[TableSpec, list[str], list[dict]]:
+    if number not in SPECS:
+        raise KeyError(f"table {number}: tables 1-6, 9 and 10 compare runs; 7 and 8 are rendered separately")
+    spec = SPECS[number]
+    if paper_version == "ja":
+        if number not in pv.JA:
+            raise KeyError(f"table {number}: the Japanese version has no such table (it has tables for "
+                           f"English tables {', '.join(map(str, pv.JA))})")
+        values, columns = pv.JA[number], (pv.JA_NEWSTEST if number == 1 else spec.columns)
+    elif paper_version == "en":
+        values, columns = pv.EN[number], spec.columns
+    else:
+        raise ValueError(f"--paper {paper_version!r}: expected en or ja")
+    by_recipe: dict[str, list[dict]] = {}
+    for rec in load_records(results_dir, scale):
+        by_recipe.setdefault(rec["recipe_name"], []).append(rec)
+    rows = []
+    for group, methods in values.items():
+        for method, paper in methods.items():
+            recs = by_recipe.get(spec.recipe_name(group, method), [])
+            for i, col in enumerate(columns):
+                p = paper if paper == pv.FAILED else (paper[i] if paper is not None else None)
+                if paper == pv.FAILED and col == "Average":
+                    p = "N/A"
+                ours = ours_cell(recs, spec.metric_path(col))
+                delta = (ours["mean"] - p) if isinstance(p, float) and ours["mean"] is not None else None
+                rows.append({"table": number, "group": group, "method": method, "metric": col, "paper": p,
+                             "ours": ours["mean"], "std": ours["std"], "delta": delta, "seeds": ours["seeds"],
+                             "scale": scale, "status": ours["status"],
+                             "recipe": f"recipes/{spec.recipe_name(group, method)}.yaml"})
+    return spec, columns, rows
+
+
+def _fmt_paper(p) -> str:
+    return "—" if p is None else p if isinstance(p, str) else f"{p:.2f}"
+
+
+def _fmt_ours(row: dict) -> str:
+    if row["status"] == "failed":
+        return pv.FAILED
+    if row["status"] != "ok":
+        return row["status"]
+    s = f"{row['ours']:.2f}"
+    if row["std"] is not None:
+        s += f" ± {row['std']:.2f}"
+    return s
+
+
+def _cell_text(row: dict) -> str:
+    text = f"{_fmt_paper(row['paper'])} / {_fmt_ours(row)}"
+    if row["delta"] is not None:
+        text += f" ({row['delta']:+.2f})"
+    return text
+
+
+def _grid(rows: list[dict], columns: list[str]):
+    """(group, method) -> {column: row} in table order."""
+    grid: dict[tuple[str, str], dict[str, dict]] = {}
+    for r in rows:
+        grid.setdefault((r["group"], r["method"]), {})[r["metric"]] = r
+    return grid
+
+
+def _caption(spec: TableSpec, scale: str, paper_version: str) -> str:
+    cap = (f"Table {spec.number}: {spec.title}. Each cell: paper / ours (difference); ours at scale '{scale}', "
+           f"mean ± std over seeds.")
+    if paper_version == "ja":
+        cap += f" Paper values from the Japanese version ({pv.JA_TABLE_NUMBERS[spec.number]})."
+    if spec.number in pv.ERRATA and paper_version == "en":
+        cap += " Erratum: " + pv.ERRATA[spec.number]
+    if scale != "paper" and spec.task == "mt":
+        cap += " At reduced scale the per-year columns stay empty and 'Average' is the mean BLEU over the " \
+               "recipe's own test sets (Multi30k for mini)."
+    return cap
+
+
+def markdown(spec, columns, rows, scale, paper_version) -> str:
+    lines = [f"**{_caption(spec, scale, paper_version)}**", "",
+             "| Method | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
+    group = None
+    for (g, method), cells in _grid(rows, columns).items():
+        if g != group:
+            lines.append(f"| *{spec.group_label}: {g}* |" + " |" * len(columns))
+            group = g
+        lines.append(f"| {TITLES[method]} | " + " | ".join(_cell_text(cells[c]) for c in columns) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def latex(spec, columns, rows, scale, paper_version) -> str:
+    esc = lambda s: s.replace("±", r"$\pm$").replace("_", r"\_").replace("%", r"\%")
+    out = [r"\begin{table}[t]", r"\centering", r"\small", r"\begin{tabular}{l" + "c" * len(columns) + "}",
+           r"\toprule", "Method & " + " & ".join(columns) + r" \\"]
+    group = None
+    for (g, method), cells in _grid(rows, columns).items():
+        if g != group:
+            out += [r"\midrule", rf"\multicolumn{{{len(columns) + 1}}}{{l}}{{{spec.group_label}: {g}}} \\"]
+            group = g
+        out.append(esc(TITLES[method]) + " & " + " & ".join(esc(_cell_text(cells[c])) for c in columns) + r" \\")
+    out += [r"\bottomrule", r"\end{tabular}", rf"\caption{{{esc(_caption(spec, scale, paper_version))}}}",
+            r"\end{table}"]
+    return "\n".join(out) + "\n"
+
+
+def to_csv(rows: list[dict]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["table", "group", "method", "metric", "paper", "ours", "scale", "status"])
+    for r in rows:
+        ours = "" if r["ours"] is None else f"{r['ours']:.4f}"
+        paper = "" if r["paper"] is None else r["paper"] if isinstance(r["paper"], str) else f"{r['paper']:.2f}"
+        w.writerow([r["table"], r["group"], r["method"], r["metric"], paper, ours, r["scale"], r["status"]])
+    return buf.getvalue()
+
+
+def text(spec, columns, rows, scale, paper_version) -> None:
+    from rich.table import Table
+
+    from repro.progress import console
+    better_low = spec.task in LOWER_IS_BETTER
+    t = Table(title=f"Table {spec.number}: {spec.title}", caption=_caption(spec, scale, paper_version),
+              caption_justify="left", show_lines=False)
+    t.add_column("Method")
+    for c in columns:
+        t.add_column(c, justify="right")
+    group = None
+    for (g, method), cells in _grid(rows, columns).items():
+        if g != group:
+            t.add_section() if group else None
+            t.add_row(f"[bold]{spec.group_label}: {g}[/bold]")
+            group = g
+        parts = []
+        for c in columns:
+            r = cells[c]
+            ours = _fmt_ours(r)
+            if r["status"] == "failed":
+                ours = f"[red]{ours}[/red]"
+            elif r["status"] != "ok":
+                ours = f"[dim]{ours}[/dim]"
+            cell = f"{_fmt_paper(r['paper'])}\n{ours}"
+            if r["delta"] is not None:
+                good = (r["delta"] < 0) if better_low else (r["delta"] > 0)
+                cell += f"\n[{'green' if good else 'red'}]{r['delta']:+.2f}[/]"
+            parts.append(cell)
+        t.add_row(TITLES[method], *parts)
+    console.print(t)
+
+
+def render_table(number: int, scale: str = "paper", fmt: str = "text", results_dir: Path = Path("results"),
+                 paper_version: str = "en") -> str | None:
+    if fmt not in FORMATS:
+        raise ValueError(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}")
+    if number == 7:
+        return render_table7(fmt)
+    if number == 8:
+        return render_table8(fmt, results_dir, scale)
+    spec, columns, rows = table_rows(number, scale, results_dir, paper_version)
+    if fmt == "csv":
+        return to_csv(rows)
+    if fmt == "json":
+        return json.dumps({"table": number, "title": spec.title, "scale": scale, "paper": paper_version,
+                           "columns": columns, "rows": rows}, indent=2) + "\n"
+    if fmt == "markdown":
+        return markdown(spec, columns, rows, scale, paper_version)
+    if fmt == "latex":
+        return latex(spec, columns, rows, scale, paper_version)
+    text(spec, columns, rows, scale, paper_version)
+    return None
+
+
+# -- Tables 7 and 8 ---------------------------------------------------------------------------------------------
+
+TASK_RECIPES = {"Machine Translation": "6L-6L-b2t", "Abstractive Summarization": "gigaword/6L-6L-b2t",
+                "Language Model": "wikitext103/6L-b2t", "ASR": "librispeech/6L-6L-b2t"}
+
+
+def _from_recipe(name: str) -> list:
+    try:
+        r = resolve(recipes_dir() / f"{name}.yaml").recipe
+    except RecipeError:
+        return [None] * 9
+    return [r.model.d_model, r.model.ffn_dim, r.model.heads, r.optim.lr, "inverse sqrt",
+            f"({r.optim.betas[0]}, {r.optim.betas[1]})", r.optim.warmup_updates, r.optim.max_updates,
+            r.data.max_tokens]
+
+
+def table7_rows() -> list[dict]:
+    ours = {task: _from_recipe(name) for task, name in TASK_RECIPES.items()}
+    rows = []
+    for i, (param, paper) in enumerate(pv.TABLE7.items()):
+        for j, task in enumerate(TASK_RECIPES):
+            o = ours[task][i]
+            rows.append({"table": 7, "group": task, "method": param, "metric": param, "paper": paper[j],
+                         "ours": o, "scale": "paper", "status": "ok" if str(o) == str(paper[j]) or o == paper[j]
+                         else "differs"})
+    return rows
+
+
+def table8_rows(results_dir: Path, scale: str) -> list[dict]:
+    records = load_records(results_dir, scale)
+    rows = []
+    for task, groups in pv.TABLE8.items():
+        for group, (gpus, hours) in groups.items():
+            recs = [r for r in records if r["task"] == task and r["status"] == "completed" and
+                    (f"{r['decoder_layers']}L" if task == "lm" else
+                     f"{r['encoder_layers']}L-{r['decoder_layers']}L") == group]
+            ours_h = statistics.fmean(r["duration_s"] / 3600 for r in recs) if recs else None
+            ours_g = recs[0]["hardware"].get("gpus", 0) if recs else None
+            device = recs[0]["hardware"].get("device", "") if recs else ""
+            rows.append({"table": 8, "group": task, "method": group, "metric": "#GPU", "paper": gpus,
+                         "ours": ours_g, "scale": scale, "status": "ok" if recs else "not run", "device": device})
+            rows.append({"table": 8, "group": task, "method": group, "metric": "Time (hour)", "paper": hours,
+                         "ours": ours_h, "scale": scale, "status": "ok" if recs else "not run", "device": device})
+    return rows
+
+
+def _simple(rows: list[dict], fmt: str, title: str, scale: str) -> str | None:
+    if fmt == "csv":
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(["table", "group", "method", "metric", "paper", "ours", "scale", "status"])
+        for r in rows:
+            ours = "" if r["ours"] is None else (f"{r['ours']:.4f}" if isinstance(r["ours"], float) else r["ours"])
+            w.writerow([r["table"], r["group"], r["method"], r["metric"], r["paper"], ours, r["scale"], r["status"]])
+        return buf.getvalue()
+    if fmt == "json":
+        return json.dumps({"title": title, "rows": rows}, indent=2) + "\n"
+    show = lambda v: "not run" if v is None else (f"{v:.2f}" if isinstance(v, float) else str(v))
+    if fmt == "markdown":
+        lines = [f"**{title}**", "", "| Task | Row | Metric | Paper | Ours |", "|---|---|---|---|---|"]
+        lines += [f"| {r['group']} | {r['method']} | {r['metric']} | {r['paper']} | {show(r['ours'])} |" for r in rows]
+        return "\n".join(lines) + "\n"
+    if fmt == "latex":
+        lines = [r"\begin{tabular}{llllr}", r"\toprule", r"Task & Row & Metric & Paper & Ours \\", r"\midrule"]
+        lines += [f"{r['group']} & {r['method']} & {r['metric']} & {r['paper']} & {show(r['ours'])} \\\\" for r in rows]
+        lines += [r"\bottomrule", r"\end{tabular}"]
+        return "\n".join(lines).replace("β", r"$\beta$") + "\n"
+    from rich.table import Table
+
+    from repro.progress import console
+    t = Table(title=title)
+    for c in ("Task", "Row", "Metric", "Paper", "Ours"):
+        t.add_column(c)
+    for r in rows:
+        ours = show(r["ours"])
+        if r["status"] == "differs":
+            ours = f"[yellow]{ours}[/yellow]"
+        t.add_row(r["group"], r["method"], r["metric"], str(r["paper"]), ours)
+    console.print(t)
+    return None
+
+
+def render_table7(fmt: str) -> str | None:
+    return _simple(table7_rows(), fmt, "Table 7: hyper-parameters (paper vs. our paper-scale recipes)", "paper")
+
+
+def render_table8(fmt: str, results_dir: Path, scale: str) -> str | None:
+    return _simple(table8_rows(results_dir, scale), fmt,
+                   f"Table 8: GPUs and hours per model (paper vs. our '{scale}' runs)", scale)

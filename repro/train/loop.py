@@ -1,0 +1,257 @@
+"""The training run: setup, train, cleanup (DESIGN section 5).
+
+A run directory holds recipe.yaml (resolved), log.jsonl, checkpoint_<update>.pt (last N), status.json and, for
+Admin, admin_profile.json. Under `torchrun` every rank runs this; rank 0 writes files. Gradients are accumulated
+over update_freq = gpus_per_update / world_size batches, so tokens per update match the paper's GPU count.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from repro.config import ResolvedRecipe, dump_yaml
+from repro.data.batching import rank_batches, token_batches
+from repro.data.text import PAD, read_meta
+from repro.model.build import build_model
+from repro.model.init import admin_profile, load_admin_profile, save_admin_profile
+from repro.progress import console, progress_bar
+from repro.results import git_commit, hardware, now
+from repro.train import checkpoint
+from repro.train.health import HealthMonitor
+from repro.train.optim import inverse_sqrt_lr, make_optimizer
+from repro.train.tasks import batch_loss, open_split, to_device
+
+
+@dataclass
+class Dist:
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+
+def setup_distributed() -> Dist:
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world > 1 and not dist.is_initialized():
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    if world > 1:
+        return Dist(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
+    return Dist()
+
+
+def autocast(device: torch.device, precision: str):
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def append_jsonl(path: Path, row: dict) -> None:
+    with open(path, "a") as f:
+        f.write(json.dumps(row) + "\n")
+
+
+@torch.no_grad()
+def validate(model, data, recipe, device, max_tokens: int) -> float:
+    """Mean NLL per target token (nats) over a split, no label smoothing, no dropout."""
+    was = model.training
+    model.eval()
+    total_nll, total_tok = 0.0, 0
+    for idx in token_batches(data.sizes, max_tokens, seed=0, epoch=0, shuffle=False):
+        batch = to_device(data.collate(idx), device)
+        _, nll, ntok = batch_loss(model, batch, recipe, epsilon=0.0)
+        total_nll += float(nll)
+        total_tok += ntok
+    model.train(was)
+    return total_nll / max(total_tok, 1)
+
+
+def train_run(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: bool = False) -> dict:
+    r = resolved.recipe
+    d = setup_distributed()
+    device = torch.device(f"cuda:{d.local_rank}" if torch.cuda.is_available() else "cpu")
+    run_dir = Path(run_dir)
+    corpus_dir = Path(data_root) / r.data.corpus
+    meta = read_meta(corpus_dir)
+    train_data = open_split(r, corpus_dir, r.data.train_split, train=True)
+    valid_data = open_split(r, corpus_dir, r.data.valid_split)
+
+    seed = r.train.seed
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    model = build_model(r, meta["vocab_size"], PAD).to(device)
+    optimizer = make_optimizer(model.parameters(), r.optim.lr, r.optim.betas, r.optim.eps, r.optim.weight_decay)
+    if r.optim.gpus_per_update % d.world:
+        raise ValueError(f"optim.gpus_per_update {r.optim.gpus_per_update} is not a multiple of the "
+                         f"{d.world} processes")
+    update_freq = r.optim.gpus_per_update // d.world
+    health = HealthMonitor(r.optim.warmup_updates if model.variant.warmup else 0, r.train.divergence_window)
+    log_path, status_path = run_dir / "log.jsonl", run_dir / "status.json"
+    step, epoch, position, elapsed_before = 0, 1, 0, 0.0
+    ckpts = checkpoint.list_checkpoints(run_dir) if resume else []
+    if d.main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        if not resume:
+            for stale in [log_path, status_path, *checkpoint.list_checkpoints(run_dir)]:
+                stale.unlink(missing_ok=True)
+        (run_dir / "recipe.yaml").write_text(f"# {resolved.path} at scale {resolved.scale}\n" + dump_yaml(r))
+
+    # Admin: one profiling pass, done once by rank 0 and saved beside the run; every process (and every later
+    # resume) loads the saved profile instead of profiling again.
+    if model.variant.residual == "admin_omega":
+        profile_path = run_dir / "admin_profile.json"
+        if d.main and not profile_path.is_file():
+            first = token_batches(train_data.sizes, r.data.max_tokens, seed, 1)[0]
+            batch = to_device(train_data.collate(first), device)
+            save_admin_profile(admin_profile(model, lambda: batch_loss(model, batch, r)), profile_path)
+        if d.world > 1:
+            dist.barrier()
+        load_admin_profile(model, profile_path)
+
+    if ckpts:
+        state = checkpoint.load(ckpts[-1])
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        step, epoch, position = state["step"], state["epoch"], state["position"]
+        elapsed_before = state.get("elapsed", 0.0)
+        health.load_state_dict(state["health"])
+        torch.set_rng_state(state["rng"]["torch"])
+        random.setstate(state["rng"]["python"])
+        if torch.cuda.is_available() and state["rng"].get("cuda") is not None:
+            torch.cuda.set_rng_state(state["rng"]["cuda"])
+        if d.main:
+            console.print(f"resumed from {ckpts[-1].name} (update {step})")
+
+    ddp_model = model
+    if d.world > 1:
+        ddp_model = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[d.local_rank] if device.type == "cuda" else None)
+    if r.train.compile:
+        ddp_model = torch.compile(ddp_model)
+    scaler = torch.amp.GradScaler(device.type) if r.train.precision == "fp16" else None
+
+    def save_checkpoint():
+        if not d.main:
+            return
+        state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step, "epoch": epoch,
+                 "position": position, "elapsed": elapsed_before + time.time() - t0, "health": health.state_dict(),
+                 "rng": {"torch": torch.get_rng_state(), "python": random.getstate(),
+                         "cuda": torch.cuda.get_rng_state() if torch.cuda.is_available() else None},
+                 "recipe_hash": resolved.hash()}
+        checkpoint.save(state, run_dir, step, r.train.keep_last)
+
+    status = {"status": "running", "reason": "", "step": step, "started": now(), "commit": git_commit(),
+              "hardware": hardware(d.world), "update_freq": update_freq}
+    t0 = time.time()
+    window = {"loss": 0.0, "nll": 0.0, "tokens": 0, "updates": 0, "time": time.time(), "grad_norm": 0.0}
+    failed = None
+    model.train()
+    with progress_bar(f"train {resolved.name}", r.optim.max_updates) as bar:
+        bar.advance(step)
+        while step < r.optim.max_updates and failed is None:
+            batches = rank_batches(token_batches(train_data.sizes, r.data.max_tokens, seed, epoch),
+                                   d.rank, d.world, update_freq)
+            n_updates = len(batches) // update_freq
+            if n_updates == 0:
+                raise ValueError(f"{corpus_dir}: the training split gives fewer batches than one update needs "
+                                 f"({d.world * update_freq}); lower optim.gpus_per_update or data.max_tokens")
+            while position < n_updates and step < r.optim.max_updates:
+                group = batches[position * update_freq:(position + 1) * update_freq]
+                lr = inverse_sqrt_lr(step, r.optim.lr, r.optim.warmup_updates, r.optim.warmup_init_lr,
+                                     warmup=model.variant.warmup)
+                for g in optimizer.param_groups:
+                    g["lr"] = lr
+                optimizer.zero_grad(set_to_none=True)
+                sums = torch.zeros(3, dtype=torch.float64)
+                for j, idx in enumerate(group):
+                    batch = to_device(train_data.collate(idx), device)
+                    sync = contextlib.nullcontext() if (d.world == 1 or j == len(group) - 1) else ddp_model.no_sync()
+                    with sync:
+                        with autocast(device, r.train.precision):
+                            loss, nll, ntok = batch_loss(ddp_model, batch, r)
+                        (scaler.scale(loss) if scaler else loss).backward()
+                    sums += torch.tensor([float(loss.detach()), float(nll.detach()), ntok], dtype=torch.float64)
+                if d.world > 1:
+                    dist.all_reduce(sums)
+                loss_sum, nll_sum, ntokens = sums.tolist()
+                if scaler:
+                    scaler.unscale_(optimizer)
+                # DDP averages gradients over ranks; the loss is a sum over tokens: normalise by all tokens.
+                for p in model.parameters():
+                    if p.grad is not None:
+                        p.grad.mul_(d.world / max(ntokens, 1.0))
+                grad_norm = float(torch.nn.utils.clip_grad_norm_(
+                    model.parameters(), r.optim.clip_norm if r.optim.clip_norm > 0 else float("inf")))
+                if scaler:
+                    scaler.step(optimizer)
+                    scaler.update()
+                elif math.isfinite(grad_norm):
+                    optimizer.step()
+                step += 1
+                position += 1
+                bar.advance(1)
+                window["loss"] += loss_sum
+                window["nll"] += nll_sum
+                window["tokens"] += ntokens
+                window["updates"] += 1
+                window["grad_norm"] += grad_norm
+                loss_now = loss_sum / max(ntokens, 1)
+                if not math.isfinite(loss_now):
+                    failed = f"loss became {loss_now} at update {step}"
+                if step % r.train.log_interval == 0 or failed:
+                    dt = time.time() - window["time"]
+                    row = {"step": step, "epoch": epoch, "lr": lr,
+                           "loss": window["loss"] / max(window["tokens"], 1),
+                           "nll": window["nll"] / max(window["tokens"], 1),
+                           "grad_norm": window["grad_norm"] / window["updates"],
+                           "tokens_per_s": window["tokens"] / max(dt, 1e-9), "time": time.time() - t0 + elapsed_before}
+                    failed = failed or health.check(step, row["loss"])
+                    if d.main:
+                        append_jsonl(log_path, row)
+                        bar.update(status=f"loss {row['loss']:.3f}")
+                    window = {"loss": 0.0, "nll": 0.0, "tokens": 0, "updates": 0, "time": time.time(), "grad_norm": 0.0}
+                if failed:
+                    break
+                if step % r.train.validate_interval == 0:
+                    v = validate(model, valid_data, r, device, r.data.max_tokens)
+                    if d.main:
+                        append_jsonl(log_path, {"step": step, "valid_nll": v})
+                if step % r.train.save_interval == 0:
+                    save_checkpoint()
+            if position >= n_updates:
+                epoch, position = epoch + 1, 0
+
+    if failed is None:
+        if step % r.train.validate_interval:
+            v = validate(model, valid_data, r, device, r.data.max_tokens)
+            if d.main:
+                append_jsonl(log_path, {"step": step, "valid_nll": v})
+        if step % r.train.save_interval:
+            save_checkpoint()
+    status.update({"status": "failed" if failed else "completed", "reason": failed or "", "step": step,
+                   "finished": now(), "duration_s": round(elapsed_before + time.time() - t0, 1),
+                   "recipe": str(resolved.path), "recipe_hash": resolved.hash(), "scale": resolved.scale,
+                   "overrides": resolved.overrides,
+                   "seed": seed})
+    if d.main:
+        tmp = status_path.with_name("status.json.tmp")
+        tmp.write_text(json.dumps(status, indent=2) + "\n")
+        tmp.replace(status_path)
+    if d.world > 1:
+        dist.barrier()
+    return status

@@ -1,0 +1,38 @@
+"""Adam, the inverse-square-root schedule and label-smoothed cross-entropy (fairseq's definitions)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+
+def inverse_sqrt_lr(step: int, lr: float, warmup_updates: int, warmup_init_lr: float, warmup: bool = True) -> float:
+    """Linear warmup from warmup_init_lr to lr over warmup_updates, then lr * sqrt(warmup_updates / step).
+
+    Without warmup (T-Fixup, Huang et al. 2020): lr * sqrt(P / (P + step)) with P = warmup_updates, which starts
+    at lr and decays like the inverse square root.
+    """
+    if not warmup:
+        return lr * math.sqrt(warmup_updates / (warmup_updates + step))
+    if step < warmup_updates:
+        return warmup_init_lr + (lr - warmup_init_lr) * step / warmup_updates
+    return lr * math.sqrt(warmup_updates / max(step, 1))
+
+
+def label_smoothed_nll(logits: torch.Tensor, target: torch.Tensor, epsilon: float, pad: int):
+    """Summed (loss, nll) over non-pad targets; fairseq's label_smoothed_cross_entropy."""
+    lprobs = F.log_softmax(logits.float(), dim=-1).view(-1, logits.size(-1))
+    target = target.reshape(-1)
+    keep = target.ne(pad)
+    lprobs, target = lprobs[keep], target[keep]
+    nll = -lprobs.gather(1, target.unsqueeze(1)).squeeze(1)
+    smooth = -lprobs.sum(dim=-1)
+    eps_i = epsilon / (lprobs.size(-1) - 1)
+    loss = (1.0 - epsilon - eps_i) * nll + eps_i * smooth
+    return loss.sum(), nll.sum()
+
+
+def make_optimizer(params, lr: float, betas, eps: float, weight_decay: float) -> torch.optim.Adam:
+    return torch.optim.Adam(params, lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay)

@@ -1,0 +1,45 @@
+"""What differs between the four tasks during training: which data a split opens and how a batch's loss is summed.
+
+Every loss function returns summed (loss, nll, ntokens) over the batch's real target tokens (frames are not
+targets: for ASR the targets are the transcript's pieces).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from repro.config import Recipe
+from repro.data.batching import ParallelData
+from repro.data.text import PAD
+from repro.train.optim import label_smoothed_nll
+
+
+def open_split(recipe: Recipe, corpus_dir: Path, split: str, train: bool = False):
+    if recipe.task in ("mt", "summarization"):
+        return ParallelData(corpus_dir, split, recipe.data.max_source_positions)
+    if recipe.task == "lm":
+        from repro.data.wikitext import LMBlocks
+        return LMBlocks(corpus_dir, split, recipe.data.tokens_per_sample)
+    if recipe.task == "asr":
+        from repro.data.librispeech import SpeechData
+        return SpeechData(corpus_dir, split, specaugment=train and recipe.data.specaugment,
+                          max_frames=recipe.data.max_source_positions)
+    raise ValueError(f"unknown task {recipe.task!r}")
+
+
+def batch_loss(model, batch: dict, recipe: Recipe, epsilon: float | None = None):
+    eps = recipe.optim.label_smoothing if epsilon is None else epsilon
+    if recipe.task == "lm":
+        lp = model.target_log_probs(batch["tokens"], batch["target"])
+        keep = batch["target"].ne(PAD)
+        nll = -(lp * keep).sum()
+        return nll, nll, int(keep.sum())
+    logits = model(batch["src"], batch["prev"], batch.get("src_lengths"))
+    loss, nll = label_smoothed_nll(logits, batch["target"], eps, PAD)
+    return loss, nll, int(batch["ntokens"])
+
+
+def to_device(batch: dict, device) -> dict:
+    return {k: v.to(device, non_blocking=True) if torch.is_tensor(v) else v for k, v in batch.items()}

@@ -1,0 +1,147 @@
+"""Recipes: every shipped recipe loads; malformed ones give one line naming file, key, value; exit code 2."""
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from repro.cli import app
+from repro.config import RecipeError, resolve
+from repro.tables.spec import all_recipe_names
+
+REPO = Path(__file__).resolve().parents[1]
+runner = CliRunner()
+
+
+def test_every_table_cell_has_a_recipe_that_loads_at_every_scale():
+    for name in all_recipe_names():
+        path = REPO / "recipes" / f"{name}.yaml"
+        assert path.is_file(), name
+        for scale in ("paper", "mini", "tiny"):
+            r = resolve(path, scale).recipe
+            assert r.model.variant in name
+
+
+def test_paper_scale_values_follow_tables_7_and_8():
+    r = resolve(REPO / "recipes/18L-18L-b2t.yaml").recipe
+    assert (r.model.encoder_layers, r.model.decoder_layers, r.model.variant) == (18, 18, "b2t")
+    assert r.data.max_tokens * r.optim.gpus_per_update == 458_752
+    assert (r.optim.lr, r.optim.warmup_updates, r.optim.max_updates) == (1e-3, 4000, 50000)
+    assert r.eval.lenpen_by_split == {"newstest2014": 0.6} and r.eval.beam == 4
+    assert resolve(REPO / "recipes/gigaword/18L-18L-b2t.yaml").recipe.optim.gpus_per_update == 144
+    assert resolve(REPO / "recipes/wikitext103/16L-pre_ln.yaml").recipe.optim.gpus_per_update == 192
+    lm = resolve(REPO / "recipes/wikitext103/6L-b2t.yaml").recipe
+    assert (lm.model.d_model, lm.model.ffn_dim, lm.data.max_tokens, lm.optim.warmup_updates) == (1024, 4096, 1024, 2000)
+
+
+def test_scale_and_set_overrides():
+    res = resolve(REPO / "recipes/6L-6L-b2t.yaml", "mini", ["optim.lr=5e-4", "model.variant=pre_ln"])
+    assert res.recipe.data.corpus == "multi30k" and res.recipe.optim.lr == 5e-4
+    assert res.recipe.model.variant == "pre_ln" and res.recipe.model.d_model == 256
+    assert res.name == "6L-6L-b2t"
+    assert resolve(REPO / "recipes/gigaword/6L-6L-b2t.yaml").name == "gigaword/6L-6L-b2t"
+
+
+def write(tmp_path: Path, text: str, name="r.yaml") -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+BASE = "task: mt\nmodel: {variant: b2t}\n"
+BAD = [
+    ("typo key", BASE + "optim: {lrr: 0.1}\n", [], "optim.lrr", "unknown key"),
+    ("top-level typo", BASE + "trian: {seed: 1}\n", [], "trian", "unknown key"),
+    ("wrong type int", BASE + "model: {variant: b2t, d_model: big}\n", [], "model.d_model", "expected int"),
+    ("wrong type float", BASE + "optim: {lr: fast}\n", [], "optim.lr", "expected float"),
+    ("bool as int", BASE + "model: {variant: b2t, heads: true}\n", [], "model.heads", "expected int"),
+    ("list expected", BASE + "optim: {betas: 0.9}\n", [], "optim.betas", "expected list"),
+    ("unknown variant", "task: mt\nmodel: {variant: b2tt}\n", [], "model.variant", "not a known variant"),
+    ("unknown task", "task: vision\n", [], "task", "not a task"),
+    ("heads do not divide", BASE + "model: {variant: b2t, d_model: 30, heads: 8}\n", [], "model.heads", "must divide"),
+    ("lm with encoder", "task: lm\nmodel: {encoder_layers: 6}\n", [], "model.encoder_layers", "must be 0"),
+    ("b2t init on pre_ln", "task: mt\nmodel: {variant: pre_ln, b2t_depth_scaled_init: true}\n", [],
+     "model.b2t_depth_scaled_init", "B2T variants only"),
+    ("bad precision", BASE + "train: {precision: fp8}\n", [], "train.precision", "not a precision"),
+    ("dropout out of range", BASE + "model: {variant: b2t, dropout: 1.5}\n", [], "model.dropout", "[0, 1)"),
+    ("section not mapping", BASE + "data: 3\n", [], "data", "mapping"),
+    ("bad scale name", BASE + "scales: {huge: {}}\n", [], "scales", "not a reduced scale"),
+    ("bad key inside scale", BASE + "scales: {mini: {model: {dmodel: 3}}}\n", [], "scales.mini.model.dmodel",
+     "unknown key"),
+    ("bad --set value", BASE, ["model.heads=many"], "model.heads", "expected int"),
+    ("bad --set form", BASE, ["model.heads"], "--set", "key=value"),
+    ("bad --set key", BASE, ["model.nope=1"], "model.nope", "unknown key"),
+    ("invalid yaml", "task: [mt\n", [], "r.yaml", "not valid YAML"),
+    ("top level list", "- 1\n- 2\n", [], "r.yaml", "top level must be a mapping"),
+]
+
+
+@pytest.mark.parametrize("label,text,sets,key,expected", BAD, ids=[b[0] for b in BAD])
+def test_malformed_recipe_one_line_error(tmp_path, label, text, sets, key, expected):
+    path = write(tmp_path, text)
+    with pytest.raises(RecipeError) as e:
+        resolve(path, "paper", sets)
+    msg = str(e.value)
+    assert "\n" not in msg and key in msg and expected in msg
+    # Through the CLI: the same line, exit code 2, no traceback
+    args = ["train", str(path), "--print-config"] + [a for s in sets for a in ("--set", s)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and "error:" in result.output
+
+
+def test_missing_scale_and_missing_file(tmp_path):
+    path = write(tmp_path, BASE)
+    with pytest.raises(RecipeError, match="scales.mini: missing"):
+        resolve(path, "mini")
+    with pytest.raises(RecipeError, match="file not found"):
+        resolve(tmp_path / "nope.yaml")
+    result = runner.invoke(app, ["train", str(tmp_path / "nope.yaml"), "--print-config"])
+    assert result.exit_code == 2
+
+
+def test_base_cycle_nesting_and_missing(tmp_path):
+    write(tmp_path, "base: b.yaml\ntask: mt\n", "a.yaml")
+    write(tmp_path, "base: a.yaml\ntask: mt\n", "b.yaml")
+    with pytest.raises(RecipeError, match="cycle"):
+        resolve(tmp_path / "a.yaml")
+    write(tmp_path, "base: c.yaml\n", "self.yaml")
+    write(tmp_path, "base: self.yaml\n", "c.yaml")
+    with pytest.raises(RecipeError, match="cycle"):
+        resolve(tmp_path / "self.yaml")
+    write(tmp_path, "base: self2.yaml\n", "self2.yaml")
+    with pytest.raises(RecipeError, match="names itself"):
+        resolve(tmp_path / "self2.yaml")
+    write(tmp_path, "base: missing.yaml\n", "m.yaml")
+    with pytest.raises(RecipeError, match="file not found"):
+        resolve(tmp_path / "m.yaml")
+    write(tmp_path, "base: x.yaml\n", "top.yaml")
+    write(tmp_path, "base: y.yaml\n", "x.yaml")
+    write(tmp_path, "task: mt\n", "y.yaml")
+    with pytest.raises(RecipeError, match="nested"):
+        resolve(tmp_path / "top.yaml")
+
+
+def test_schema_fields_are_documented():
+    from repro.config import field_docs
+    docs = field_docs()
+    assert len(docs) > 40 and all(doc for _, doc in docs), [k for k, d in docs if not d]
+
+
+def test_cli_help_version_recipes():
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0
+    for cmd in ("prepare", "train", "evaluate", "table", "figure", "recipes", "claims"):
+        assert cmd in result.output
+        sub = runner.invoke(app, [cmd, "--help"])
+        assert sub.exit_code == 0 and "Example" in sub.output
+    assert runner.invoke(app, ["--version"]).output.startswith("lnrepro ")
+    result = runner.invoke(app, ["recipes", str(REPO / "recipes"), "--check"])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["train", str(REPO / "recipes/18L-18L-b2t.yaml"), "--print-config", "--scale", "mini"])
+    assert result.exit_code == 0 and "variant: b2t" in result.output and "encoder_layers: 18" in result.output
+
+
+def test_unbuilt_and_unknown_prepare_exit_2():
+    assert runner.invoke(app, ["prepare", "imagenet"]).exit_code == 2
+    assert runner.invoke(app, ["prepare", "multi30k"]).exit_code == 2  # needs --source
