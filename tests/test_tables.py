@@ -1,0 +1,155 @@
+"""Tables: paper values equal the paper's text in every cell; fixture records render; golden Markdown."""
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from repro.cli import app
+from repro.results import write_record
+from repro.tables.render import FORMATS, render_table
+
+GOLDEN = Path(__file__).parent / "golden"
+runner = CliRunner()
+
+# Typed again from shared/paper/takase2022-b2t-arxiv.txt, independently of repro/tables/paper_values.py:
+# one row per line, "table group method v1 v2 ..." ("F" = Training failed).
+PAPER_TEXT = """
+1 6L-6L post_ln 24.27 22.06 22.43 26.11 27.13 29.70 34.40 26.59
+1 6L-6L pre_ln 24.03 21.77 22.08 25.63 26.27 29.07 33.84 26.10
+1 6L-6L b2t 24.12 21.93 22.29 26.31 26.84 29.48 34.73 26.53
+1 18L-18L post_ln F
+1 18L-18L pre_ln 24.07 21.98 22.40 26.28 27.36 29.74 34.16 26.57
+1 18L-18L b2t 24.62 22.51 22.86 26.74 28.48 30.99 34.93 27.30
+1 60L-12L post_ln F
+1 60L-12L pre_ln 23.99 21.99 22.65 26.42 27.96 29.45 32.49 26.42
+1 60L-12L b2t 24.75 22.88 23.09 27.12 28.82 30.99 33.64 27.33
+2 6L-6L post_ln 38.57 19.37 35.79
+2 6L-6L pre_ln 38.27 19.29 35.39
+2 6L-6L b2t 38.43 19.37 35.72
+2 18L-18L post_ln F
+2 18L-18L pre_ln 38.97 19.94 35.99
+2 18L-18L b2t 39.61 20.28 36.66
+3 6L post_ln 20.24 21.22
+3 6L pre_ln 20.98 21.93
+3 6L b2t 20.50 21.47
+3 16L post_ln F
+3 16L pre_ln 18.53 19.24
+3 16L b2t 18.38 19.20
+4 6L-6L post_ln 3.78 8.76 4.19 8.74
+4 6L-6L pre_ln 3.89 9.69 4.22 9.65
+4 6L-6L b2t 3.69 8.97 3.86 8.94
+4 12L-6L post_ln F
+4 12L-6L pre_ln 3.21 7.91 3.49 8.22
+4 12L-6L b2t 3.26 7.74 3.48 7.68
+5 6L-6L dlcl 23.94 22.00 22.24 26.11 27.37 29.71 34.26 26.52
+5 6L-6L t_fixup 24.09 21.98 22.04 25.96 26.92 29.45 34.56 26.43
+5 6L-6L deepnet 24.08 21.76 22.09 25.90 26.85 29.62 34.39 26.38
+5 6L-6L admin 24.32 21.79 22.17 26.26 27.14 29.61 34.12 26.49
+5 6L-6L b2t 24.12 21.93 22.29 26.31 26.84 29.48 34.73 26.53
+5 18L-18L dlcl 24.20 22.51 22.83 26.59 27.97 30.24 33.98 26.90
+5 18L-18L t_fixup 24.45 22.29 22.76 26.57 27.71 30.13 34.69 26.94
+5 18L-18L deepnet 24.70 22.40 22.92 26.85 28.21 30.60 34.25 27.13
+5 18L-18L admin 24.56 22.17 22.62 26.48 27.99 30.35 33.88 26.86
+5 18L-18L b2t 24.62 22.51 22.86 26.74 28.48 30.99 34.93 27.30
+6 6L-6L dlcl 38.13 18.49 35.00
+6 6L-6L t_fixup 38.11 19.13 35.32
+6 6L-6L deepnet 38.27 18.89 35.34
+6 6L-6L admin 37.96 18.93 35.05
+6 6L-6L b2t 38.43 19.37 35.72
+6 18L-18L dlcl 38.25 19.44 35.57
+6 18L-18L t_fixup 39.15 19.97 36.34
+6 18L-18L deepnet 39.27 19.97 36.41
+6 18L-18L admin 39.10 20.08 36.30
+6 18L-18L b2t 39.61 20.28 36.66
+9 6L-6L b2t 24.12 21.93 22.29 26.31 26.84 29.48 34.73 26.53
+9 6L-6L b2t_noln 24.17 22.07 22.24 25.83 26.96 29.70 34.42 26.48
+9 18L-18L b2t 24.75 22.88 23.09 27.12 28.82 30.99 33.64 27.33
+9 18L-18L b2t_noln 24.47 22.37 22.58 27.04 28.34 30.49 34.38 27.10
+10 6L-6L b2t 38.43 19.37 35.72
+10 6L-6L b2t_noln 38.63 19.75 35.77
+10 18L-18L b2t 39.61 20.28 36.66
+10 18L-18L b2t_noln 39.29 20.01 36.48
+"""
+
+
+def csv_rows(number, results, scale="paper", paper="en"):
+    out = render_table(number, scale=scale, fmt="csv", results_dir=results, paper_version=paper)
+    return list(csv.DictReader(io.StringIO(out)))
+
+
+@pytest.mark.parametrize("number", [1, 2, 3, 4, 5, 6, 9, 10])
+def test_paper_values_match_the_paper_text(number, tmp_path):
+    rows = csv_rows(number, tmp_path)
+    expected = [l.split() for l in PAPER_TEXT.strip().splitlines() if l.split()[0] == str(number)]
+    assert len({(r["group"], r["method"]) for r in rows}) == len(expected)
+    for t, group, method, *values in expected:
+        cells = [r for r in rows if r["group"] == group and r["method"] == method]
+        if values == ["F"]:
+            assert all(c["paper"] in ("Training failed", "N/A") for c in cells)
+        else:
+            assert [c["paper"] for c in cells] == values, (group, method)
+        assert all(c["status"] == "not run" for c in cells)
+
+
+def test_japanese_version_table1(tmp_path):
+    rows = csv_rows(1, tmp_path, paper="ja")
+    b2t18 = [r["paper"] for r in rows if r["group"] == "18L-18L" and r["method"] == "b2t"]
+    assert b2t18 == ["26.53", "28.41", "30.21", "34.29", "29.86"]
+
+
+def fixture_records(results: Path) -> None:
+    base = {"commit": "fixture", "hardware": {"device": "cpu", "gpus": 0}, "started": "2026-01-01T00:00:00+00:00",
+            "duration_s": 3600.0, "updates": 100, "task": "mt", "reason": "", "overrides": [], "recipe_hash": "x",
+            "scale": "mini", "run_dir": "runs/x"}
+    for seed, avg in ((1, 20.0), (2, 21.0)):
+        write_record(results, {**base, "run_id": f"b2t{seed}", "recipe": "recipes/6L-6L-b2t.yaml",
+                               "recipe_name": "6L-6L-b2t", "variant": "b2t", "encoder_layers": 6, "decoder_layers": 6,
+                               "seed": seed, "status": "completed", "metrics": {"bleu_average": avg}})
+    write_record(results, {**base, "run_id": "pre", "recipe": "recipes/6L-6L-pre_ln.yaml", "recipe_name": "6L-6L-pre_ln",
+                           "variant": "pre_ln", "encoder_layers": 6, "decoder_layers": 6, "seed": 1,
+                           "status": "completed", "metrics": {"bleu_average": 19.0}})
+    write_record(results, {**base, "run_id": "post18", "recipe": "recipes/18L-18L-post_ln.yaml",
+                           "recipe_name": "18L-18L-post_ln", "variant": "post_ln", "encoder_layers": 18,
+                           "decoder_layers": 18, "seed": 1, "status": "failed",
+                           "reason": "loss stopped improving", "metrics": {}})
+
+
+def test_tables_render_from_fixture_records(tmp_path):
+    fixture_records(tmp_path)
+    rows = csv_rows(1, tmp_path, scale="mini")
+    avg = {(r["group"], r["method"]): r for r in rows if r["metric"] == "Average"}
+    assert avg[("6L-6L", "b2t")]["ours"] == "20.5000" and avg[("6L-6L", "b2t")]["status"] == "ok"
+    assert avg[("18L-18L", "post_ln")]["status"] == "failed"
+    assert avg[("60L-12L", "b2t")]["status"] == "not run"
+    md = render_table(1, scale="mini", fmt="markdown", results_dir=tmp_path)
+    assert "26.53 / 20.50 ± 0.71 (-6.03)" in md and "Training failed / Training failed" in md
+    golden = (GOLDEN / "table1_mini.md").read_text()
+    assert md == golden, "table 1 Markdown changed; if intended, run python tests/golden/regenerate.py"
+    for number in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10):
+        for fmt in FORMATS:
+            result = runner.invoke(app, ["table", str(number), "--scale", "mini", "--format", fmt,
+                                         "--results", str(tmp_path)])
+            assert result.exit_code == 0, (number, fmt, result.output)
+            assert result.output.strip()
+    data = json.loads(render_table(9, fmt="json", results_dir=tmp_path))
+    assert data["rows"][0]["table"] == 9
+    t8 = csv_rows(8, tmp_path, scale="mini")
+    mt6 = [r for r in t8 if r["group"] == "mt" and r["method"] == "6L-6L" and r["metric"] == "Time (hour)"][0]
+    assert mt6["paper"] == "5" and float(mt6["ours"]) == pytest.approx(1.0)
+
+
+def test_table7_from_recipes(tmp_path):
+    rows = csv_rows(7, tmp_path)
+    lr = [r for r in rows if r["metric"] == "Learning rate"]
+    assert len(lr) == 4 and all(r["status"] == "ok" for r in lr)
+    assert all(r["status"] == "ok" for r in rows), [r for r in rows if r["status"] != "ok"]
+
+
+def test_unknown_table_and_format(tmp_path):
+    assert runner.invoke(app, ["table", "11"]).exit_code == 2
+    assert runner.invoke(app, ["table", "1", "--format", "docx"]).exit_code == 2
+    assert runner.invoke(app, ["table", "3", "--paper", "ja"]).exit_code == 2
