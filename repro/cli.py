@@ -71,6 +71,9 @@ def prepare(dataset: str = typer.Argument(..., help=f"One of: {', '.join(DATASET
         elif dataset == "gigaword":
             from repro.data.gigaword import prepare_gigaword
             meta = prepare_gigaword(root, source, vocab_size or 32000)
+        elif dataset == "wikitext103":
+            from repro.data.wikitext import prepare_wikitext103
+            meta = prepare_wikitext103(root, source)
         elif dataset in DATASETS:
             fail(f"prepare {dataset}: not built yet in this version of lnrepro")
         else:

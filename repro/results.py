@@ -62,5 +62,5 @@ def load_records(results_dir: Path, scale: str | None = None) -> list[dict]:
     root = Path(results_dir)
     if not root.is_dir():
         return []
-    pattern = f"{scale}/*/seed*.json" if scale else "*/*/seed*.json"
-    return [json.loads(p.read_text()) for p in sorted(root.glob(pattern))]
+    base = root / scale if scale else root
+    return [json.loads(p.read_text()) for p in sorted(base.rglob("seed*.json"))]

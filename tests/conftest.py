@@ -32,3 +32,15 @@ def tiny_root(tmp_path_factory) -> Path:
     prepare_parallel(root / "tiny_parallel", "tiny_parallel", iter(tiny_pairs(300, 1)), evals, vocab_size=60,
                      langs=("src", "tgt"), provenance={"generated": "tests/conftest.py"})
     return root
+
+
+@pytest.fixture(scope="session")
+def tiny_lm_root(tmp_path_factory) -> Path:
+    """A data root holding the prepared word-level `tiny_lm` corpus."""
+    from repro.data.wikitext import prepare_lm_corpus
+    root = tmp_path_factory.mktemp("lmdata")
+    rng = random.Random(5)
+    lines = lambda n: [" ".join(rng.choice(WORDS) for _ in range(rng.randint(0, 8))) for _ in range(n)]
+    prepare_lm_corpus(root / "tiny_lm", "tiny_lm", {"train": lines(200), "valid": lines(20), "test": lines(20)},
+                      {"generated": "tests/conftest.py"})
+    return root

@@ -19,7 +19,7 @@ from repro.model.build import build_model
 from repro.progress import console, progress_bar
 from repro.train import checkpoint
 from repro.train.loop import validate
-from repro.train.tasks import open_split, to_device
+from repro.train.tasks import batch_tokens, open_split, to_device
 
 
 class EvaluateError(RuntimeError):
@@ -71,7 +71,7 @@ def evaluate_run(run_dir: Path, data_root: Path, write: bool = True) -> dict:
     t0 = time.time()
     result = {"checkpoints_averaged": [p.name for p in ckpts], "splits": {}}
     valid = open_split(r, corpus_dir, r.data.valid_split)
-    result["valid_nll"] = validate(model, valid, r, device, r.data.max_tokens)
+    result["valid_nll"] = validate(model, valid, r, device, batch_tokens(r))
     if r.task in ("mt", "summarization", "asr"):
         sp = spm.SentencePieceProcessor(model_file=str(corpus_dir / meta["spm_model"]))
         for split in r.data.test_splits:

@@ -30,7 +30,7 @@ from repro.results import git_commit, hardware, now
 from repro.train import checkpoint
 from repro.train.health import HealthMonitor
 from repro.train.optim import inverse_sqrt_lr, make_optimizer
-from repro.train.tasks import batch_loss, open_split, to_device
+from repro.train.tasks import batch_loss, batch_tokens, open_split, to_device
 
 
 @dataclass
@@ -116,7 +116,7 @@ def train_run(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: 
     if model.variant.residual == "admin_omega":
         profile_path = run_dir / "admin_profile.json"
         if d.main and not profile_path.is_file():
-            first = token_batches(train_data.sizes, r.data.max_tokens, seed, 1)[0]
+            first = token_batches(train_data.sizes, batch_tokens(r), seed, 1)[0]
             batch = to_device(train_data.collate(first), device)
             save_admin_profile(admin_profile(model, lambda: batch_loss(model, batch, r)), profile_path)
         if d.world > 1:
@@ -164,7 +164,7 @@ def train_run(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: 
     with progress_bar(f"train {resolved.name}", r.optim.max_updates) as bar:
         bar.advance(step)
         while step < r.optim.max_updates and failed is None:
-            batches = rank_batches(token_batches(train_data.sizes, r.data.max_tokens, seed, epoch),
+            batches = rank_batches(token_batches(train_data.sizes, batch_tokens(r), seed, epoch),
                                    d.rank, d.world, update_freq)
             n_updates = len(batches) // update_freq
             if n_updates == 0:
@@ -228,7 +228,7 @@ def train_run(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: 
                 if failed:
                     break
                 if step % r.train.validate_interval == 0:
-                    v = validate(model, valid_data, r, device, r.data.max_tokens)
+                    v = validate(model, valid_data, r, device, batch_tokens(r))
                     if d.main:
                         append_jsonl(log_path, {"step": step, "valid_nll": v})
                 if step % r.train.save_interval == 0:
@@ -238,7 +238,7 @@ def train_run(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: 
 
     if failed is None:
         if step % r.train.validate_interval:
-            v = validate(model, valid_data, r, device, r.data.max_tokens)
+            v = validate(model, valid_data, r, device, batch_tokens(r))
             if d.main:
                 append_jsonl(log_path, {"step": step, "valid_nll": v})
         if step % r.train.save_interval:
