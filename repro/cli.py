@@ -74,6 +74,12 @@ def prepare(dataset: str = typer.Argument(..., help=f"One of: {', '.join(DATASET
         elif dataset == "wikitext103":
             from repro.data.wikitext import prepare_wikitext103
             meta = prepare_wikitext103(root, source)
+        elif dataset == "librispeech":
+            from repro.data.librispeech import prepare_librispeech
+            meta = prepare_librispeech(root, source, vocab_size or 10000)
+        elif dataset == "speech-mini":
+            from repro.data.speech_mini import prepare_speech_mini
+            meta = prepare_speech_mini(root, source, vocab_size or 1000)
         elif dataset in DATASETS:
             fail(f"prepare {dataset}: not built yet in this version of lnrepro")
         else:

@@ -9,7 +9,7 @@ import itertools
 import json
 import os
 import random
-from multiprocessing import Pool
+import multiprocessing
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -91,7 +91,8 @@ def encode_file(model_path: Path, text_path: Path, out_prefix: Path, workers: in
             progress_bar(description, total) as bar:
         chunks = _chunks(f, 2000)
         if workers > 1 and total > 20000:
-            with Pool(workers, initializer=_init_worker, initargs=(str(model_path),)) as pool:
+            with multiprocessing.get_context("spawn").Pool(workers, initializer=_init_worker,
+                                                      initargs=(str(model_path),)) as pool:
                 for ids_list in pool.imap(_encode_chunk, chunks):
                     for ids in ids_list:
                         writer.add(ids)

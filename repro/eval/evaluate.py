@@ -44,9 +44,9 @@ def decode_split(model, data, sp, recipe, split: str, device) -> list[str]:
     with progress_bar(f"decode {split}", len(order)) as bar:
         for idx in batches:
             batch = to_device(data.collate(idx), device)
-            src_len = batch["src"].ne(PAD).sum(1)
+            src_len = batch["src_lengths"] if "src_lengths" in batch else batch["src"].ne(PAD).sum(1)
             max_len = (e.max_len_a * src_len.float() + e.max_len_b).long()
-            out = beam_search(model, batch["src"], e.beam, max_len, lenpen)
+            out = beam_search(model, batch["src"], e.beam, max_len, lenpen, src_lengths=batch.get("src_lengths"))
             for i, toks in zip(idx.tolist(), out):
                 hyps[i] = sp.decode(toks)
             bar.advance(len(idx))

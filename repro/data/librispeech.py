@@ -1,0 +1,224 @@
+"""LibriSpeech ASR (Panayotov et al. 2015; paper 6.4), prepared the fairseq S2T way (Wang et al. 2020).
+
+- Audio: the OpenSLR archives (train-clean-100, train-clean-360, train-other-500, dev/test clean/other),
+  downloaded or found in `--source` (archives, or extracted `LibriSpeech/<split>/<spk>/<chapter>/` folders).
+  FLAC is read with soundfile (its wheels carry libsndfile, so it works on a fresh CPU machine).
+- Features: 80-dim log-mel filterbanks from torchaudio.compliance.kaldi.fbank on the waveform scaled to the
+  16-bit range, then utterance-level mean/variance normalisation; computed once, in parallel, streamed to disk.
+- Text: transcripts lower-cased; SentencePiece unigram (10K at paper scale) on the training transcripts.
+
+Output per split: <split>.feats.bin (float32 frames x 80) + <split>.feats.idx (frame offsets), <split>.tgt.bin/.idx
+(piece ids), <split>.tgt.txt (lower-cased transcripts), <split>.tsv (manifest); spm.model; meta.json last.
+All train-* folders are merged into one split `train`; other split names are kept.
+"""
+
+from __future__ import annotations
+
+import os
+import tarfile
+import multiprocessing
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from repro.data.batching import pad_right
+from repro.data.binarized import TokenArray
+from repro.data.text import EOS, PrepareError, encode_file, train_sentencepiece, write_json_atomic, write_lines_atomic
+from repro.data.wmt import download
+from repro.progress import console, progress_bar
+
+OPENSLR = "https://www.openslr.org/resources/12/{}.tar.gz"
+PAPER_SPLITS = ("train-clean-100", "train-clean-360", "train-other-500", "dev-clean", "dev-other",
+                "test-clean", "test-other")
+N_MELS = 80
+
+
+def fbank_features(waveform: np.ndarray, sample_rate: int) -> np.ndarray:
+    """(frames, 80) float32: Kaldi-compatible log-mel filterbanks, then per-utterance mean/variance normalisation."""
+    import torchaudio
+    wav = torch.as_tensor(waveform, dtype=torch.float32).unsqueeze(0) * 32768.0
+    feats = torchaudio.compliance.kaldi.fbank(wav, num_mel_bins=N_MELS, sample_frequency=sample_rate)
+    feats = (feats - feats.mean(0)) / feats.std(0).clamp_min(1e-5)
+    return feats.numpy().astype(np.float32)
+
+
+def _features_of(path: str) -> np.ndarray:
+    import soundfile as sf
+    audio, sr = sf.read(path, dtype="float32")
+    if audio.ndim > 1:
+        audio = audio.mean(axis=1)
+    return fbank_features(audio, sr)
+
+
+def scan(split_dir: Path) -> list[tuple[str, Path, str]]:
+    """(utterance id, flac path, transcript) for every utterance listed in the split's *.trans.txt files."""
+    out = []
+    for trans in sorted(split_dir.rglob("*.trans.txt")):
+        for line in trans.read_text(encoding="utf-8").splitlines():
+            if not line.strip():
+                continue
+            utt, text = line.split(" ", 1) if " " in line else (line, "")
+            flac = trans.parent / f"{utt}.flac"
+            if not flac.is_file():
+                raise PrepareError(f"{trans}: lists {utt} but {flac.name} is missing")
+            out.append((utt, flac, text.strip()))
+    return out
+
+
+def find_split_dirs(source: Path) -> dict[str, list[Path]]:
+    """Split name -> folders, from extracted LibriSpeech/<split>/ folders under `source`."""
+    found: dict[str, list[Path]] = {}
+    for base in sorted({p.parent.parent.parent.parent for p in source.rglob("*.trans.txt")}):
+        if base.name != "LibriSpeech":
+            continue
+        for d in sorted(p for p in base.iterdir() if p.is_dir()):
+            found.setdefault("train" if d.name.startswith("train") else d.name, []).append(d)
+    return found
+
+
+def extract_archives(source: Path | None, root: Path) -> Path:
+    """Archives in `source` (or downloaded) are extracted once under root/downloads; returns the folder to scan."""
+    target = root / "downloads" / "librispeech"
+    for name in PAPER_SPLITS:
+        done = target / f".{name}.extracted"
+        if done.is_file():
+            continue
+        archive = next(iter(sorted(source.rglob(f"{name}.tar.gz"))), None) if source else None
+        if archive is None:
+            if source is not None:
+                continue  # only what --source holds
+            archive = download(OPENSLR.format(name), root / "downloads" / f"{name}.tar.gz")
+        console.print(f"extracting {archive.name}")
+        target.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(archive) as tar:
+            tar.extractall(target, filter="data")
+        done.touch()
+    return target
+
+
+class FeatureWriter:
+    def __init__(self, prefix: Path):
+        self.prefix = prefix
+        self.tmp_bin, self.tmp_idx = prefix.with_name(prefix.name + ".bin.tmp"), prefix.with_name(prefix.name + ".idx.tmp")
+        self.f = open(self.tmp_bin, "wb")
+        self.offsets = [0]
+
+    def add(self, feats: np.ndarray) -> None:
+        self.f.write(np.ascontiguousarray(feats, dtype=np.float32).tobytes())
+        self.offsets.append(self.offsets[-1] + len(feats))
+
+    def close(self) -> None:
+        self.f.close()
+        np.asarray(self.offsets, dtype=np.int64).tofile(self.tmp_idx)
+        os.replace(self.tmp_idx, self.prefix.with_name(self.prefix.name + ".idx"))
+        os.replace(self.tmp_bin, self.prefix.with_name(self.prefix.name + ".bin"))
+
+
+class FeatureArray:
+    def __init__(self, prefix: Path):
+        idx, bin_ = prefix.with_name(prefix.name + ".idx"), prefix.with_name(prefix.name + ".bin")
+        if not idx.is_file():
+            raise FileNotFoundError(f"{bin_}: features missing; run `lnrepro prepare librispeech` first")
+        self.offsets = np.fromfile(idx, dtype=np.int64)
+        self.data = np.memmap(bin_, dtype=np.float32, mode="r").reshape(-1, N_MELS)
+        self.sizes = np.diff(self.offsets)
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        return np.array(self.data[self.offsets[i]: self.offsets[i + 1]])
+
+
+def prepare_split(out: Path, split: str, utterances: list[tuple[str, Path, str]], workers: int) -> None:
+    if (out / f"{split}.feats.idx").is_file():
+        return  # done in an earlier (interrupted) prepare
+    write_lines_atomic(out / f"{split}.tsv", [f"{u}\t{p}\t{t}" for u, p, t in utterances])
+    write_lines_atomic(out / f"{split}.tgt.txt", [t.lower() for _, _, t in utterances])
+    writer = FeatureWriter(out / f"{split}.feats")
+    paths = [str(p) for _, p, _ in utterances]
+    with progress_bar(f"fbank {split}", len(paths)) as bar:
+        if workers > 1 and len(paths) > 8:
+            # spawn, not fork: forking a process whose torch already started threads can deadlock
+            with multiprocessing.get_context("spawn").Pool(workers) as pool:
+                for feats in pool.imap(_features_of, paths, chunksize=4):
+                    writer.add(feats)
+                    bar.advance()
+        else:
+            for p in paths:
+                writer.add(_features_of(p))
+                bar.advance()
+    writer.close()
+
+
+def prepare_librispeech(root: Path, source: Path | None, vocab_size: int = 10000, name: str | None = None,
+                        workers: int | None = None) -> dict:
+    scan_root = source if source is not None and find_split_dirs(source) else extract_archives(source, root)
+    splits = find_split_dirs(scan_root)
+    if not splits:
+        raise PrepareError(f"--source {source}: no LibriSpeech/<split>/<speaker>/<chapter>/*.trans.txt found")
+    name = name or ("librispeech" if "train" in splits else "librispeech_sample")
+    out = root / name
+    out.mkdir(parents=True, exist_ok=True)
+    workers = workers or min(8, os.cpu_count() or 1)
+    utts = {s: [u for d in dirs for u in scan(d)] for s, dirs in splits.items()}
+    for split, items in utts.items():
+        prepare_split(out, split, items, workers)
+    model = out / "spm.model"
+    if not model.is_file():
+        text_split = "train" if "train" in utts else sorted(utts)[0]
+        train_sentencepiece([out / f"{text_split}.tgt.txt"], out / "spm", vocab_size, "unigram")
+    for split in utts:
+        if not (out / f"{split}.tgt.idx").is_file():
+            encode_file(model, out / f"{split}.tgt.txt", out / f"{split}.tgt", description=f"{name} {split}")
+    import sentencepiece as spm
+    meta = {"corpus": name, "kind": "speech", "spm_model": "spm.model", "n_mels": N_MELS,
+            "vocab_size": spm.SentencePieceProcessor(model_file=str(model)).get_piece_size(),
+            "splits": sorted(utts), "utterances": {s: len(u) for s, u in utts.items()},
+            "provenance": {"source": str(source) if source else "OpenSLR 12"}}
+    write_json_atomic(out / "meta.json", meta)
+    return meta
+
+
+def spec_augment(feats: torch.Tensor, freq_masks: int = 2, freq_width: int = 27, time_masks: int = 2,
+                 time_width: int = 100) -> torch.Tensor:
+    """fairseq's LibriSpeech SpecAugment policy (LB): 2 frequency masks F=27, 2 time masks T=100, no time warp.
+    Masks are filled with the mean (zero after utterance normalisation). Uses torch's RNG (saved for resume)."""
+    x = feats.clone()
+    t, c = x.shape
+    for _ in range(freq_masks):
+        w = int(torch.randint(0, freq_width + 1, ()))
+        f0 = int(torch.randint(0, max(1, c - w), ()))
+        x[:, f0:f0 + w] = 0.0
+    for _ in range(time_masks):
+        w = min(int(torch.randint(0, time_width + 1, ())), t)
+        t0 = int(torch.randint(0, max(1, t - w), ()))
+        x[t0:t0 + w, :] = 0.0
+    return x
+
+
+class SpeechData:
+    """Features and transcript pieces of one split; batches are sized by frames (data.max_tokens)."""
+
+    def __init__(self, corpus_dir: Path, split: str, specaugment: bool = False, max_frames: int = 6000):
+        corpus_dir = Path(corpus_dir)
+        self.feats = FeatureArray(corpus_dir / f"{split}.feats")
+        self.tgt = TokenArray(corpus_dir / f"{split}.tgt")
+        self.specaugment = specaugment
+        self.sizes = self.feats.sizes.copy()
+        self.sizes[self.sizes > max_frames] = np.iinfo(np.int32).max  # never batched
+        self.src = self  # decoding orders utterances by self.src.sizes
+
+    def __len__(self) -> int:
+        return len(self.sizes)
+
+    def collate(self, indices) -> dict:
+        feats = [torch.as_tensor(self.feats[i]) for i in indices]
+        if self.specaugment:
+            feats = [spec_augment(f) for f in feats]
+        lengths = torch.tensor([len(f) for f in feats])
+        src = torch.zeros(len(feats), int(lengths.max()), N_MELS)
+        for i, f in enumerate(feats):
+            src[i, : len(f)] = f
+        tgt = [self.tgt[i] for i in indices]
+        return {"ids": torch.as_tensor(np.asarray(indices)), "src": src, "src_lengths": lengths,
+                "prev": pad_right([np.concatenate([[EOS], t]) for t in tgt]),
+                "target": pad_right([np.append(t, EOS) for t in tgt]), "ntokens": sum(len(t) + 1 for t in tgt)}
