@@ -70,7 +70,7 @@ def prepare(dataset: str = typer.Argument(..., help=f"One of: {', '.join(DATASET
             meta = prepare_multi30k(root, source, vocab_size or 8000)
         elif dataset == "gigaword":
             from repro.data.gigaword import prepare_gigaword
-            meta = prepare_gigaword(root, source, vocab_size or 32000)
+            meta = prepare_gigaword(root, source, vocab_size)
         elif dataset == "wikitext103":
             from repro.data.wikitext import prepare_wikitext103
             meta = prepare_wikitext103(root, source)

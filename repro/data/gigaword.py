@@ -32,7 +32,7 @@ def _find(source: Path, *names: str) -> Path | None:
     return None
 
 
-def prepare_gigaword(root: Path, source: Path | None, vocab_size: int = 32000, name: str | None = None) -> dict:
+def prepare_gigaword(root: Path, source: Path | None, vocab_size: int | None = None, name: str | None = None) -> dict:
     if source is None:
         raise PrepareError("gigaword: pass --source with the Rush et al. files (train.article.txt, "
                            "train.title.txt, valid.*.filter.txt[, Giga/input.txt, Giga/task1_ref0.txt])")
@@ -54,7 +54,9 @@ def prepare_gigaword(root: Path, source: Path | None, vocab_size: int = 32000, n
         evals = {"valid": (valid_src[:half], valid_tgt[:half]), "test": (valid_src[half:], valid_tgt[half:])}
         note = f"no Giga test set in --source: valid[:{half}] is validation, valid[{half}:] the test set"
     # The shared sample (no official test set) is a different corpus from the full release: its own name.
-    name = name or ("gigaword" if test_src_path and test_ref_path else "gigaword_sample")
+    full = bool(test_src_path and test_ref_path)
+    name = name or ("gigaword" if full else "gigaword_sample")
+    vocab_size = vocab_size or (32000 if full else 8000)  # 32K BPE as the paper; 8K for the 10k-pair sample
     train = zip(_lines(need["train_src"]), _lines(need["train_tgt"]))
     return prepare_parallel(root / name, name, train, evals, vocab_size, ("article", "title"),
                             provenance={"source": str(source), "test": note}, clean=False)
