@@ -37,7 +37,7 @@ def test_paper_scale_values_follow_tables_7_and_8():
 def test_scale_and_set_overrides():
     res = resolve(REPO / "recipes/6L-6L-b2t.yaml", "mini", ["optim.lr=5e-4", "model.variant=pre_ln"])
     assert res.recipe.data.corpus == "multi30k" and res.recipe.optim.lr == 5e-4
-    assert res.recipe.model.variant == "pre_ln" and res.recipe.model.d_model == 256
+    assert res.recipe.model.variant == "pre_ln" and res.recipe.model.d_model == 128
     assert res.name == "6L-6L-b2t"
     assert resolve(REPO / "recipes/gigaword/6L-6L-b2t.yaml").name == "gigaword/6L-6L-b2t"
 

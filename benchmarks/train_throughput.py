@@ -1,0 +1,91 @@
+"""Training throughput: lnrepro's encoder-decoder against torch.nn.Transformer, same sizes, batch, loss, optimizer.
+
+    python benchmarks/train_throughput.py [--layers 6 18] [--batch 32 --length 30] [--out benchmarks/results/train.json]
+
+Target tokens per second = target tokens in the batch / median step time (forward, backward, Adam step) after
+warm-up. Both models: d 512, FFN 2048, 8 heads, dropout 0.1, shared embeddings, Post-LN, fp32 on CPU (bf16
+autocast on a GPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from common import machine, median_time, peak_rss_mb, write_json
+from repro.model.seq2seq import EncoderDecoder
+from repro.model.variants import VARIANTS
+from repro.train.optim import label_smoothed_nll
+
+VOCAB, PAD = 32000, 1
+
+
+class TorchTransformer(nn.Module):
+    """torch.nn.Transformer with the same embeddings and tied output projection."""
+
+    def __init__(self, layers: int, d: int = 512):
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, d, padding_idx=PAD)
+        self.core = nn.Transformer(d, 8, layers, layers, 4 * d, dropout=0.1, batch_first=True, norm_first=False)
+        self.d = d
+
+    def forward(self, src, prev):
+        pos = lambda t: torch.zeros(t.size(1), self.d, device=t.device)
+        s = self.embed(src) * self.d ** 0.5 + pos(src)
+        t = self.embed(prev) * self.d ** 0.5 + pos(prev)
+        mask = nn.Transformer.generate_square_subsequent_mask(prev.size(1), device=prev.device)
+        h = self.core(s, t, tgt_mask=mask, src_key_padding_mask=src.eq(PAD), tgt_is_causal=True)
+        return F.linear(h, self.embed.weight)
+
+
+def step_fn(model, src, prev, target, opt, autocast):
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with autocast():
+            loss, _ = label_smoothed_nll(model(src, prev), target, 0.1, PAD)
+        loss.backward()
+        opt.step()
+    return step
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--layers", type=int, nargs="+", default=[6, 18])
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--length", type=int, default=30)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/train_throughput.json"))
+    args = ap.parse_args()
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if device.type == "cuda" else contextlib.nullcontext
+    g = torch.Generator().manual_seed(0)
+    src = torch.randint(4, VOCAB, (args.batch, args.length), generator=g).to(device)
+    tgt = torch.randint(4, VOCAB, (args.batch, args.length), generator=g).to(device)
+    prev = torch.cat([torch.full_like(tgt[:, :1], 2), tgt[:, :-1]], dim=1)
+    tokens = tgt.numel()
+    rows = []
+    for layers in args.layers:
+        row = {"layers": f"{layers}L-{layers}L", "target_tokens": tokens}
+        for name, build in (("lnrepro", lambda: EncoderDecoder(VARIANTS["post_ln"], VOCAB, PAD, 512, 2048, 8, layers, layers, 0.1)),
+                            ("torch", lambda: TorchTransformer(layers))):
+            torch.manual_seed(0)
+            model = build().to(device).train()
+            opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98))
+            t = median_time(step_fn(model, src, prev, tgt, opt, autocast), warmup=2, repeats=args.repeats)
+            row[f"{name}_tokens_per_s"] = tokens / t
+            row[f"{name}_peak_mb"] = (torch.cuda.max_memory_allocated() / 2 ** 20 if device.type == "cuda" else peak_rss_mb())
+            del model, opt
+        row["ratio"] = row["lnrepro_tokens_per_s"] / row["torch_tokens_per_s"]
+        rows.append(row)
+        print(f"{row['layers']:>8}: lnrepro {row['lnrepro_tokens_per_s']:8.0f} tok/s   torch {row['torch_tokens_per_s']:8.0f} tok/s"
+              f"   ratio {row['ratio']:.2f}")
+    write_json(args.out, {"machine": machine(), "batch": args.batch, "length": args.length, "rows": rows})
+
+
+if __name__ == "__main__":
+    main()
