@@ -197,7 +197,7 @@ def figure(number: int = typer.Argument(..., help="Figure number: 3, 4 and 7 nee
             figure_gradients(number, out, json_path, layers, d_model, updates, root or default_root())
         elif number in (1, 5, 6, 8, 9):
             from repro.figures.runs import figure_from_runs
-            figure_from_runs(number, out, json_path, results, scale)
+            figure_from_runs(number, out, json_path, results, scale, root or default_root())
         else:
             fail(f"figure {number}: the paper's figures are 1 to 9 (figure 2 is the architecture diagram)")
     except _known_errors() as e:

@@ -43,6 +43,12 @@ def test_tiny_mt_end_to_end(tiny_root, tmp_path):
     csv = runner.invoke(app, ["table", "1", "--scale", "tiny", "--format", "csv", "--results", str(results)]).output
     row = [l for l in csv.splitlines() if l.startswith("1,6L-6L,b2t,Average,")][0]
     assert row.endswith(",tiny,ok")
+    fig5 = tmp_path / "f5.json"
+    r = runner.invoke(app, ["figure", "5", "--scale", "tiny", "--out", str(tmp_path / "f5.png"), "--json", str(fig5),
+                            *common])
+    assert r.exit_code == 0, r.output
+    sims = json.loads(fig5.read_text())["b2t"]["encoder"]
+    assert len(sims) == 2 and abs(sims[0][0] - 1) < 1e-5 and abs(sims[0][1] - sims[1][0]) < 1e-6
 
 
 def test_resume_equals_uninterrupted(tiny_root, tmp_path):

@@ -18,13 +18,14 @@ def _log(record: dict) -> list[dict]:
     return [json.loads(l) for l in path.read_text().splitlines()] if path.is_file() else []
 
 
-def figure_from_runs(number: int, out: Path, json_path: Path | None, results_dir: Path, scale: str) -> dict:
+def figure_from_runs(number: int, out: Path, json_path: Path | None, results_dir: Path, scale: str,
+                     root: Path = Path("data")) -> dict:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     if number == 5:
-        raise ValueError("figure 5 (cosine similarity among layer outputs) is not built yet in this version")
+        return figure5(out, json_path, results_dir, scale, root)
     records = [r for r in load_records(results_dir, scale) if r["task"] == "mt"]
     depth = {1: "18L-18L", 6: "18L-18L", 9: "36L-36L"}.get(number)
     data: dict = {}
@@ -60,6 +61,73 @@ def figure_from_runs(number: int, out: Path, json_path: Path | None, results_dir
     ax.set_title(f"Figure {number} at scale '{scale}'" + (f" ({depth})" if depth else ""))
     ax.legend()
     fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    if json_path:
+        json_path.write_text(json.dumps(data, indent=2) + "\n")
+    return data
+
+
+def layer_cosine_similarity(outputs: list, keep) -> list[list[float]]:
+    """Mean over real positions of cos(h_i, h_j) between the outputs of layers i and j (Fig. 5)."""
+    import torch.nn.functional as F
+    hs = [F.normalize(h[keep], dim=-1) for h in outputs]
+    return [[float((a * b).sum(-1).mean()) for b in hs] for a in hs]
+
+
+def figure5(out: Path, json_path: Path | None, results_dir: Path, scale: str, root: Path, depth: str = "6L-6L",
+            sentences: int = 64) -> dict:
+    """Cosine similarities among the outputs of each layer of trained 6L-6L models, on validation sentences."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import torch
+
+    from repro.config import resolve
+    from repro.data.text import PAD, read_meta
+    from repro.model.build import build_model
+    from repro.train import checkpoint
+    from repro.train.tasks import open_split
+
+    wanted = {f"{depth}-{v}": v for v in VARIANT_ORDER}
+    runs = {wanted[r["recipe_name"]]: r for r in load_records(results_dir, scale)
+            if r["recipe_name"] in wanted and r["status"] == "completed"}
+    if not runs:
+        raise ValueError(f"figure 5: no completed {depth} runs at scale {scale}; train "
+                         + ", ".join(f"recipes/{n}.yaml" for n in wanted) + f" with --scale {scale}")
+    data = {}
+    for v, rec in runs.items():
+        res = resolve(rec["recipe"], rec["scale"], rec.get("overrides", []))
+        r = res.recipe
+        corpus = Path(root) / r.data.corpus
+        ckpts = checkpoint.list_checkpoints(Path(rec["run_dir"]))[-r.eval.average_last:]
+        if not ckpts:
+            raise ValueError(f"figure 5: {rec['run_dir']} has no checkpoints")
+        model = build_model(r, read_meta(corpus)["vocab_size"], PAD)
+        model.load_state_dict(checkpoint.average(ckpts))
+        model.eval()
+        batch = open_split(r, corpus, r.data.valid_split).collate(list(range(sentences)))
+        enc, dec = [], []
+        with torch.no_grad():
+            memory, mask = model.encode(batch["src"], layer_outputs=enc)
+            model.decode(batch["prev"], memory, mask, layer_outputs=dec)
+        data[v] = {"encoder": layer_cosine_similarity(enc, batch["src"].ne(PAD)),
+                   "decoder": layer_cosine_similarity(dec, batch["prev"].ne(PAD))}
+    fig, axes = plt.subplots(2, len(data), figsize=(3.6 * len(data), 6.4), squeeze=False)
+    for col, v in enumerate(v for v in VARIANT_ORDER if v in data):
+        for row, side in enumerate(("encoder", "decoder")):
+            ax = axes[row][col]
+            m = data[v][side]
+            im = ax.imshow(m, vmin=0, vmax=1, cmap="viridis", origin="lower")
+            for i in range(len(m)):
+                for j in range(len(m)):
+                    ax.text(j, i, f"{m[i][j]:.2f}", ha="center", va="center", fontsize=6, color="w")
+            ax.set_title(f"{TITLES[v]}: {side}", fontsize=9)
+            ax.set_xticks(range(len(m)), range(1, len(m) + 1))
+            ax.set_yticks(range(len(m)), range(1, len(m) + 1))
+    fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.6)
+    fig.suptitle(f"Figure 5: cosine similarity among layer outputs ({depth}, scale '{scale}')", fontsize=10)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=120)
     plt.close(fig)
