@@ -107,7 +107,8 @@ def figure5(out: Path, json_path: Path | None, results_dir: Path, scale: str, ro
         model = build_model(r, read_meta(corpus)["vocab_size"], PAD)
         model.load_state_dict(checkpoint.average(ckpts))
         model.eval()
-        batch = open_split(r, corpus, r.data.valid_split).collate(list(range(sentences)))
+        valid = open_split(r, corpus, r.data.valid_split)
+        batch = valid.collate(list(range(min(sentences, len(valid)))))
         enc, dec = [], []
         with torch.no_grad():
             memory, mask = model.encode(batch["src"], layer_outputs=enc)
