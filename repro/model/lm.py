@@ -36,3 +36,5 @@ class LanguageModel(nn.Module):
     def target_log_probs(self, tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """log p(targets[t] | tokens[:t+1]) per position, (B, T)."""
         return self.softmax.target_log_probs(self.hidden(tokens), targets).view(targets.shape)
+
+    forward = target_log_probs  # so that DistributedDataParallel's forward is the training computation

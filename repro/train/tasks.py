@@ -40,7 +40,7 @@ def batch_tokens(recipe: Recipe) -> int:
 def batch_loss(model, batch: dict, recipe: Recipe, epsilon: float | None = None):
     eps = recipe.optim.label_smoothing if epsilon is None else epsilon
     if recipe.task == "lm":
-        lp = model.target_log_probs(batch["tokens"], batch["target"])
+        lp = model(batch["tokens"], batch["target"])  # LanguageModel.forward: per-token log-probabilities
         keep = batch["target"].ne(PAD)
         nll = -(lp * keep).sum()
         return nll, nll, int(keep.sum())
