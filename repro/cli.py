@@ -18,7 +18,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode="
                   help="Reproduce 'On Layer Normalizations and Residual Connections in Transformers' "
                        "(Takase et al. 2022): prepare data, train a table cell, evaluate it, compare with the paper.")
 
-DATASETS = ("wmt", "multi30k", "gigaword", "wikitext103", "librispeech", "speech-mini")
+DATASETS = ("wmt", "wmt-sample", "multi30k", "gigaword", "wikitext103", "librispeech", "speech-mini")
 
 
 def default_root() -> Path:
@@ -65,6 +65,9 @@ def prepare(dataset: str = typer.Argument(..., help=f"One of: {', '.join(DATASET
         if dataset == "wmt":
             from repro.data.wmt import prepare_wmt
             meta = prepare_wmt(root, source, vocab_size or 32000)
+        elif dataset == "wmt-sample":
+            from repro.data.wmt import prepare_wmt_sample
+            meta = prepare_wmt_sample(root, source, vocab_size or 8000)
         elif dataset == "multi30k":
             from repro.data.multi30k import prepare_multi30k
             meta = prepare_multi30k(root, source, vocab_size or 8000)

@@ -139,3 +139,38 @@ def prepare_wmt(root: Path, source: Path | None, vocab_size: int = 32000, name: 
     return prepare_parallel(out, name, pairs, evals, vocab_size, ("en", "de"),
                             provenance={"train": list(ARCHIVES), "test": "newstest2010-2016",
                                         "source": str(source) if source else "download"})
+
+
+_ENTITIES = {"&apos;": "'", "&quot;": '"', "&amp;": "&", "&lt;": "<", "&gt;": ">", "&#91;": "[", "&#93;": "]",
+             "&#124;": "|"}
+
+
+def moses_detokenize(line: str) -> str:
+    """Undo Moses escaping and the common tokenisation spaces (enough for the 10k-pair sample; not Moses itself)."""
+    import re
+    for k, v in _ENTITIES.items():
+        line = line.replace(k, v)
+    line = re.sub(r" ([,.;:!?%)\]}])", r"\1", line)
+    line = re.sub(r"([(\[{$]) ", r"\1", line)
+    line = re.sub(r" ' (s|re|ve|ll|d|m|t)\b", r"'\1", line)
+    line = re.sub(r" (n't|'t|'s|'re|'ve|'ll|'d|'m)\b", r"\1", line)
+    line = re.sub(r" @-@ ", "-", line)
+    return " ".join(line.split())
+
+
+def prepare_wmt_sample(root: Path, source: Path | None, vocab_size: int = 8000, name: str = "wmt_sample") -> dict:
+    """The 10k real WMT En-De training pairs of shared/data (Moses-tokenised: detokenised here), evaluated on the
+    real newstest2010-2016 (validation newstest2013). `--source` is the shared data folder holding
+    wmt_ende_train_sample/ and wmt_newstest_ende/."""
+    if source is None:
+        raise PrepareError("wmt-sample: pass --source with wmt_ende_train_sample/ and wmt_newstest_ende/, "
+                           "e.g. --source ../shared/data")
+    en, de = _find_file(source, "train.en"), _find_file(source, "train.de")
+    if en is None or de is None:
+        raise PrepareError(f"--source {source}: wmt_ende_train_sample/train.en and train.de not found")
+    pairs = zip((moses_detokenize(l) for l in en.read_text(encoding="utf-8").splitlines()),
+                (moses_detokenize(l) for l in de.read_text(encoding="utf-8").splitlines()))
+    evals = {f"newstest{y}": newstest(source, y) for y in NEWSTEST_YEARS}
+    return prepare_parallel(root / name, name, pairs, evals, vocab_size, ("en", "de"),
+                            provenance={"source": str(source), "train": "wmt_ende_train_sample (detokenised)",
+                                        "test": "newstest2010-2016"})

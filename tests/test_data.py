@@ -1,0 +1,120 @@
+"""prepare: WMT from archives in the real layout, Multi30k and Gigaword from the shared corpora, SacreBLEU."""
+
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from conftest import SHARED_DATA, tiny_pairs
+from repro.cli import app
+from repro.data.binarized import TokenArray
+from repro.data.parallel import clean_pairs
+from repro.data.wmt import ARCHIVES, moses_detokenize
+from repro.eval.metrics import bleu, rouge
+
+runner = CliRunner()
+NEWSTEST = SHARED_DATA / "wmt_newstest_ende"
+
+
+def make_archives(folder: Path, n: int = 150) -> None:
+    """Small archives with the member names and folder layout of the statmt.org originals."""
+    pairs = tiny_pairs(n, 7)
+    for archive, (_, members) in ARCHIVES.items():
+        with tarfile.open(folder / archive, "w:gz") as tar:
+            for member, lang in members.items():
+                text = "\n".join(s if lang == "en" else t for s, t in pairs).encode() + b"\n"
+                info = tarfile.TarInfo(f"training/{member}")
+                info.size = len(text)
+                tar.addfile(info, io.BytesIO(text))
+
+
+def test_prepare_wmt_from_archives(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    make_archives(src)
+    for f in NEWSTEST.iterdir():  # the newstest layout of shared/data
+        (src / f.name).write_bytes(f.read_bytes())
+    r = runner.invoke(app, ["prepare", "wmt", "--source", str(src), "--root", str(tmp_path / "data"),
+                            "--vocab-size", "200"])
+    assert r.exit_code == 0, r.output
+    out = tmp_path / "data/wmt16_ende"
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["splits"] == sorted(["train"] + [f"newstest{y}" for y in range(2010, 2017)])
+    assert len(TokenArray(out / "train.src")) == 3 * 150
+    assert len(TokenArray(out / "newstest2014.tgt")) == 3003
+    assert (out / "newstest2014.tgt.txt").read_text() == (NEWSTEST / "newstest2014.de").read_text()
+    assert json.loads((src / "checksums.sha256.json").read_text()).keys() == set(ARCHIVES)
+    assert not list(out.glob("*.tmp"))
+    # A second prepare resumes (nothing to redo) and a changed archive is caught by its checksum
+    r = runner.invoke(app, ["prepare", "wmt", "--source", str(src), "--root", str(tmp_path / "data2"),
+                            "--vocab-size", "200"])
+    assert r.exit_code == 0
+    with open(src / "training-parallel-nc-v11.tgz", "ab") as f:
+        f.write(b"x")
+    r = runner.invoke(app, ["prepare", "wmt", "--source", str(src), "--root", str(tmp_path / "data3")])
+    assert r.exit_code == 2 and "checksum mismatch" in r.output
+
+
+def test_prepare_wmt_wrong_source(tmp_path):
+    r = runner.invoke(app, ["prepare", "wmt", "--source", str(tmp_path), "--root", str(tmp_path / "d")])
+    assert r.exit_code == 2 and "newstest2010" in r.output
+
+
+def test_sacrebleu_reference_against_itself_is_100():
+    refs = (NEWSTEST / "newstest2014.de").read_text(encoding="utf-8").splitlines()
+    score, sig = bleu(refs, refs)
+    assert score == pytest.approx(100.0)
+    assert sig.startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:")
+
+
+def test_rouge_against_rouge_score_directly():
+    from rouge_score import rouge_scorer
+    hyps = ["police arrest man in attack", "china wins gold", "stocks fall sharply on wall street"]
+    refs = ["man arrested after attack", "china takes gold medal", "wall street stocks fall"]
+    ours = rouge(hyps, refs)
+    scorer = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=True)
+    direct = [scorer.score(r, h) for h, r in zip(hyps, refs)]
+    for k in ("rouge1", "rouge2", "rougeL"):
+        assert ours[k] == pytest.approx(100 * np.mean([d[k].fmeasure for d in direct]))
+    assert rouge(refs, refs) == {"rouge1": 100.0, "rouge2": 100.0, "rougeL": 100.0}
+
+
+def test_cleaning_rule():
+    kept = list(clean_pairs([("a b", "c d"), ("a", "b c d e"), ("x " * 81, "y " * 81), ("", "z")]))
+    assert kept == [("a b", "c d")]
+
+
+def test_moses_detokenize():
+    assert moses_detokenize("Parliament &apos;s role , ( he said ) isn &apos;t it ?") == "Parliament's role, (he said) isn't it?"
+
+
+def test_prepare_multi30k_and_gigaword_sample(tmp_path):
+    r = runner.invoke(app, ["prepare", "multi30k", "--source", str(SHARED_DATA / "multi30k"), "--root", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    assert len(TokenArray(tmp_path / "multi30k/train.src")) == 28112  # of 29,000: the WMT cleaning rule
+    assert len(TokenArray(tmp_path / "multi30k/test_2016_flickr.tgt")) == 1000
+    r = runner.invoke(app, ["prepare", "gigaword", "--source", str(SHARED_DATA / "gigaword"), "--root", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    meta = json.loads((tmp_path / "gigaword_sample/meta.json").read_text())
+    assert meta["vocab_size"] == 8000 and "valid[500:] the test set" in meta["provenance"]["test"]
+    assert len(TokenArray(tmp_path / "gigaword_sample/test.src")) == 500
+
+
+def test_tiny_summarization_end_to_end(tiny_root, tmp_path):
+    results, run = tmp_path / "results", tmp_path / "run"
+    common = ["--root", str(tiny_root), "--results", str(results)]
+    REPO = Path(__file__).resolve().parents[1]
+    r = runner.invoke(app, ["train", str(REPO / "recipes/gigaword/6L-6L-b2t.yaml"), "--scale", "tiny",
+                            "--run-dir", str(run), "--set", "model.encoder_layers=1", "--set", "model.decoder_layers=1",
+                            *common])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["evaluate", str(run), *common])
+    assert r.exit_code == 0, r.output
+    m = json.loads((run / "metrics.json").read_text())
+    assert set(m["splits"]["test"]) == {"rouge1", "rouge2", "rougeL"}
+    csv = runner.invoke(app, ["table", "2", "--scale", "tiny", "--format", "csv", "--results", str(results)]).output
+    assert any(l.startswith("2,6L-6L,b2t,R-1,38.43,") and l.endswith(",tiny,ok") for l in csv.splitlines())
