@@ -50,8 +50,11 @@ def _write_pairs(out_dir: Path, name: str, pairs: Iterable[tuple[str, str]]) -> 
 def prepare_parallel(out_dir: Path, corpus: str, train_pairs: Iterable[tuple[str, str]],
                      eval_splits: dict[str, tuple[list[str], list[str]]], vocab_size: int,
                      langs: tuple[str, str], provenance: dict, clean: bool = True,
-                     model_type: str = "bpe", max_sentences: int = 10_000_000) -> dict:
-    """train_pairs: an iterator (streamed once). eval_splits: name -> (source lines, reference lines)."""
+                     model_type: str = "bpe", max_sentences: int = 2_000_000) -> dict:
+    """train_pairs: an iterator (streamed once). eval_splits: name -> (source lines, reference lines).
+
+    SentencePiece learns from a uniform sample of at most max_sentences training lines, which bounds memory
+    whatever the corpus size."""
     out_dir.mkdir(parents=True, exist_ok=True)
     if not (out_dir / "train.raw.src").is_file():
         console.print(f"[{corpus}] cleaning and writing training pairs")
