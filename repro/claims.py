@@ -87,8 +87,9 @@ def judge(claim: Claim, records: dict[str, list[dict]]) -> tuple[str, str]:
     else:
         strict = claim.text.find(">=") < 0
         ok = all(sign * (a["mean"] - c["mean"]) > 0 or (not strict and a["mean"] == c["mean"]) for c in cells)
-    detail = f"{claim.a} {a['mean']:.2f} (±{a['spread'] / 2:.2f}) vs " + ", ".join(
-        f"{b} {c['mean']:.2f} (±{c['spread'] / 2:.2f})" for b, c in zip(others, cells))
+    show = lambda name, c: f"{name} {c['mean']:.2f}" + (
+        f" (±{c['spread'] / 2:.2f} over {len(c['values'])} seeds)" if len(c["values"]) > 1 else " (1 seed)")
+    detail = show(claim.a, a) + " vs " + ", ".join(show(b, c) for b, c in zip(others, cells))
     return ("reproduced" if ok else "not reproduced"), detail
 
 

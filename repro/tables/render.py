@@ -88,6 +88,8 @@ def _fmt_paper(p) -> str:
 def _fmt_ours(row: dict) -> str:
     if row["status"] == "failed":
         return pv.FAILED
+    if row["status"] == "not evaluated":
+        return "n/a"  # the run has no such metric (e.g. per-year BLEU at reduced scale)
     if row["status"] != "ok":
         return row["status"]
     s = f"{row['ours']:.2f}"
