@@ -99,19 +99,25 @@ def test_layer_matches_equation(name, cross):
     assert (ours - ref).abs().max() < 1e-5
 
 
+@torch.no_grad()
+def copy_self_attention_and_ffn(ref, layer, slot):
+    """Our self-attention, FFN and first norm into a torch layer (torch's norm1 is the self-attention norm)."""
+    ref.self_attn.in_proj_weight.copy_(layer.self_attn.qkv_proj.weight)
+    ref.self_attn.in_proj_bias.copy_(layer.self_attn.qkv_proj.bias)
+    ref.self_attn.out_proj.load_state_dict(layer.self_attn.out_proj.state_dict())
+    ref.linear1.load_state_dict(layer.ffn.fc1.state_dict())
+    ref.linear2.load_state_dict(layer.ffn.fc2.state_dict())
+    ref.norm1.load_state_dict(getattr(layer, f"{slot}_attn_norm").state_dict())
+
+
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_encoder_layer_matches_torch(norm_first):
     layer = make_layer("pre_ln" if norm_first else "post_ln", cross=False)
     ref = nn.TransformerEncoderLayer(D, H, FF, dropout=0.0, activation="relu", batch_first=True,
                                      norm_first=norm_first).eval()
     slot = "pre" if norm_first else "post"
+    copy_self_attention_and_ffn(ref, layer, slot)
     with torch.no_grad():
-        ref.self_attn.in_proj_weight.copy_(layer.self_attn.qkv_proj.weight)
-        ref.self_attn.in_proj_bias.copy_(layer.self_attn.qkv_proj.bias)
-        ref.self_attn.out_proj.load_state_dict(layer.self_attn.out_proj.state_dict())
-        ref.linear1.load_state_dict(layer.ffn.fc1.state_dict())
-        ref.linear2.load_state_dict(layer.ffn.fc2.state_dict())
-        ref.norm1.load_state_dict(getattr(layer, f"{slot}_attn_norm").state_dict())
         ref.norm2.load_state_dict(getattr(layer, f"{slot}_ffn_norm").state_dict())
     x = torch.randn(3, 6, D)
     keep = torch.ones(3, 6, dtype=torch.bool)
@@ -128,17 +134,12 @@ def test_decoder_layer_matches_torch(norm_first):
     ref = nn.TransformerDecoderLayer(D, H, FF, dropout=0.0, activation="relu", batch_first=True,
                                      norm_first=norm_first).eval()
     slot = "pre" if norm_first else "post"
+    copy_self_attention_and_ffn(ref, layer, slot)
     with torch.no_grad():
-        ref.self_attn.in_proj_weight.copy_(layer.self_attn.qkv_proj.weight)
-        ref.self_attn.in_proj_bias.copy_(layer.self_attn.qkv_proj.bias)
-        ref.self_attn.out_proj.load_state_dict(layer.self_attn.out_proj.state_dict())
         ref.multihead_attn.in_proj_weight.copy_(torch.cat([layer.cross_attn.q_proj.weight,
                                                            layer.cross_attn.kv_proj.weight]))
         ref.multihead_attn.in_proj_bias.copy_(torch.cat([layer.cross_attn.q_proj.bias, layer.cross_attn.kv_proj.bias]))
         ref.multihead_attn.out_proj.load_state_dict(layer.cross_attn.out_proj.state_dict())
-        ref.linear1.load_state_dict(layer.ffn.fc1.state_dict())
-        ref.linear2.load_state_dict(layer.ffn.fc2.state_dict())
-        ref.norm1.load_state_dict(getattr(layer, f"{slot}_attn_norm").state_dict())
         ref.norm2.load_state_dict(getattr(layer, f"{slot}_cross_norm").state_dict())
         ref.norm3.load_state_dict(getattr(layer, f"{slot}_ffn_norm").state_dict())
     x, memory = torch.randn(2, 5, D), torch.randn(2, 7, D)

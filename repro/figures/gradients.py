@@ -8,12 +8,12 @@ else on generated token sequences. Figures 4/7: the norms at the labelled points
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
 
 from repro.data.text import EOS, PAD
+from repro.figures.output import save_figure
 from repro.model.seq2seq import EncoderDecoder
 from repro.model.variants import VARIANTS
 from repro.progress import console, progress_bar
@@ -76,7 +76,6 @@ def figure_gradients(number: int, out: Path, json_path: Path | None, layers: int
 
     vocab = 32000 if d_model >= 512 else 1000
     batch = analysis_batch(root, vocab)
-    out.parent.mkdir(parents=True, exist_ok=True)
     when = "at initialisation" if updates == 0 else f"after {updates} updates"
     if number == 3:
         result = {}
@@ -114,13 +113,7 @@ def figure_gradients(number: int, out: Path, json_path: Path | None, layers: int
                      f"red: just after a LayerNorm", fontsize=9)
         result = {k: dict(v) for k, v in result.items()}
     fig.tight_layout()
-    tmp = out.with_name(out.stem + ".tmp.png")
-    fig.savefig(tmp, dpi=120)
-    plt.close(fig)
-    tmp.replace(out)
-    if json_path is not None:
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(result, indent=2) + "\n")
+    save_figure(fig, out, json_path, result)
     if number == 3:
         for v in FIG3_VARIANTS:
             dec = result[v]["decoder"]

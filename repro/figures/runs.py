@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from repro.figures.output import save_figure
 from repro.results import load_records
 
 VARIANT_ORDER = ("post_ln", "pre_ln", "b2t")
@@ -61,11 +62,7 @@ def figure_from_runs(number: int, out: Path, json_path: Path | None, results_dir
     ax.set_title(f"Figure {number} at scale '{scale}'" + (f" ({depth})" if depth else ""))
     ax.legend()
     fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
-    if json_path:
-        json_path.write_text(json.dumps(data, indent=2) + "\n")
+    save_figure(fig, out, json_path, data)
     return data
 
 
@@ -129,9 +126,5 @@ def figure5(out: Path, json_path: Path | None, results_dir: Path, scale: str, ro
             ax.set_yticks(range(len(m)), range(1, len(m) + 1))
     fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.6)
     fig.suptitle(f"Figure 5: cosine similarity among layer outputs ({depth}, scale '{scale}')", fontsize=10)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
-    if json_path:
-        json_path.write_text(json.dumps(data, indent=2) + "\n")
+    save_figure(fig, out, json_path, data)
     return data
