@@ -117,3 +117,22 @@ def test_torchrun_two_processes_equal_update_freq_two(tiny_root, tmp_path):
     init = train_run(resolve(recipe, "tiny", sets[:-2] + ["optim.max_updates=1"]), tmp_path / "one", tiny_root)
     assert init["step"] == 1
     assert max((a[k] - b[k]).abs().max().item() for k in a) < 1e-4
+
+
+@pytest.mark.parametrize("variant", ["post_ln", "pre_ln", "b2t", "b2t_noln", "dlcl", "t_fixup", "deepnet", "admin"])
+def test_every_variant_trains_tiny(tiny_root, tmp_path, variant):
+    recipe = REPO / f"recipes/6L-6L-{variant}.yaml"
+    status = train_run(resolve(recipe, "tiny", ["model.encoder_layers=2", "model.decoder_layers=2"]),
+                       tmp_path / "run", tiny_root)
+    assert status["status"] == "completed"
+    log = [json.loads(l) for l in (tmp_path / "run/log.jsonl").read_text().splitlines() if '"loss"' in l]
+    assert all(row["grad_norm"] > 0 for row in log)
+    if variant == "t_fixup":
+        assert log[0]["lr"] == pytest.approx(1e-3)  # no warmup: full rate at the first update
+    if variant == "admin":
+        profile = json.loads((tmp_path / "run/admin_profile.json").read_text())
+        assert len(profile["encoder"]) == 2 * 2 and len(profile["decoder"]) == 3 * 2
+        before = (tmp_path / "run/admin_profile.json").stat().st_mtime_ns
+        train_run(resolve(recipe, "tiny", ["model.encoder_layers=2", "model.decoder_layers=2",
+                                           "optim.max_updates=6"]), tmp_path / "run", tiny_root, resume=True)
+        assert (tmp_path / "run/admin_profile.json").stat().st_mtime_ns == before  # reused, not recomputed
