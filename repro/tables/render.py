@@ -33,12 +33,13 @@ def _dig(d: dict, path: list[str]):
     return d
 
 
-def ours_cell(records: list[dict], path: list[str]) -> dict:
+def ours_cell(records: list[dict], paths: list[list[str]]) -> dict:
     """Aggregate the records of one cell: status ok / failed / not run / not evaluated, mean, std, seeds."""
     if not records:
         return {"status": "not run", "mean": None, "std": None, "seeds": 0}
     failed = [r for r in records if r["status"] == "failed"]
-    values = [v for r in records if r["status"] == "completed" and (v := _dig(r["metrics"], path)) is not None]
+    found = lambda m: next((v for p in paths if (v := _dig(m, p)) is not None), None)
+    values = [v for r in records if r["status"] == "completed" and (v := found(r["metrics"])) is not None]
     if not values:
         status = "failed" if failed else "not evaluated"
         return {"status": status, "mean": None, "std": None, "seeds": len(records),
@@ -72,7 +73,7 @@ def table_rows(number: int, scale: str, results_dir: Path, paper_version: str = 
                 p = paper if paper == pv.FAILED else (paper[i] if paper is not None else None)
                 if paper == pv.FAILED and col == "Average":
                     p = "N/A"
-                ours = ours_cell(recs, spec.metric_path(col))
+                ours = ours_cell(recs, spec.metric_paths(col))
                 delta = (ours["mean"] - p) if isinstance(p, float) and ours["mean"] is not None else None
                 rows.append({"table": number, "group": group, "method": method, "metric": col, "paper": p,
                              "ours": ours["mean"], "std": ours["std"], "delta": delta, "seeds": ours["seeds"],
