@@ -177,7 +177,8 @@ def train_run(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: 
                 for g in optimizer.param_groups:
                     g["lr"] = lr
                 optimizer.zero_grad(set_to_none=True)
-                sums = torch.zeros(3, dtype=torch.float64)
+                # Loss, NLL and token sums stay on the device: one host-device sync per update, not per batch.
+                sums = torch.zeros(3, dtype=torch.float64, device=device)
                 for j, idx in enumerate(group):
                     batch = to_device(train_data.collate(idx), device)
                     sync = contextlib.nullcontext() if (d.world == 1 or j == len(group) - 1) else ddp_model.no_sync()
@@ -185,7 +186,8 @@ def train_run(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: 
                         with autocast(device, r.train.precision):
                             loss, nll, ntok = batch_loss(ddp_model, batch, r)
                         (scaler.scale(loss) if scaler else loss).backward()
-                    sums += torch.tensor([float(loss.detach()), float(nll.detach()), ntok], dtype=torch.float64)
+                    sums += torch.stack([loss.detach().double(), nll.detach().double(),
+                                         torch.tensor(float(ntok), dtype=torch.float64, device=device)])
                 if d.world > 1:
                     dist.all_reduce(sums)
                 loss_sum, nll_sum, ntokens = sums.tolist()
