@@ -61,7 +61,7 @@ def _cell(records: dict[str, list[dict]], name: str, metric: tuple):
         v = r["metrics"]
         for k in metric:
             v = v.get(k) if isinstance(v, dict) else None
-        if r["status"] == "completed" and v is not None:
+        if r["status"] == "completed" and metric and isinstance(v, (int, float)):
             values.append(v)
     return {"failed": sum(r["status"] == "failed" for r in recs), "n": len(recs), "values": values,
             "mean": statistics.fmean(values) if values else None,

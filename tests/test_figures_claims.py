@@ -41,9 +41,14 @@ def test_figure_from_missing_runs_names_recipes(tmp_path):
 
 def test_claims_verdicts(tmp_path):
     fixture_records(tmp_path)
+    from repro.results import write_record
+    write_record(tmp_path, {"run_id": "b2t18", "recipe": "recipes/18L-18L-b2t.yaml", "recipe_name": "18L-18L-b2t",
+                            "scale": "mini", "seed": 1, "status": "completed", "reason": "", "task": "mt",
+                            "metrics": {"bleu_average": 1.0, "splits": {}}})
     verdicts = {c["claim"]: c["verdict"] for c in evaluate_claims(tmp_path, "mini")}
     assert verdicts["6L-6L MT: B2T > Pre-LN on BLEU"] == "reproduced"
     assert verdicts["18L-18L MT: Post-LN training fails"] == "reproduced"
     assert verdicts["6L-6L MT: Post-LN >= Pre-LN on BLEU"] == "not run"
+    assert verdicts["18L-18L MT: B2T trains"] == "reproduced"
     r = runner.invoke(app, ["claims", "--scale", "mini", "--results", str(tmp_path)])
     assert r.exit_code == 0 and "reproduced" in r.output
