@@ -83,8 +83,6 @@ def prepare(dataset: str = typer.Argument(..., help=f"One of: {', '.join(DATASET
         elif dataset == "speech-mini":
             from repro.data.speech_mini import prepare_speech_mini
             meta = prepare_speech_mini(root, source, vocab_size or 1000)
-        elif dataset in DATASETS:
-            fail(f"prepare {dataset}: not built yet in this version of lnrepro")
         else:
             fail(f"prepare {dataset!r}: unknown dataset (expected one of {', '.join(DATASETS)})")
     except _known_errors() as e:
