@@ -158,7 +158,8 @@ def train_run(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: 
     status = {"status": "running", "reason": "", "step": step, "started": now(), "commit": git_commit(),
               "hardware": hardware(d.world), "update_freq": update_freq}
     t0 = time.time()
-    window = {"loss": 0.0, "nll": 0.0, "tokens": 0, "updates": 0, "time": time.time(), "grad_norm": 0.0}
+    new_window = lambda: {"loss": 0.0, "nll": 0.0, "tokens": 0, "updates": 0, "time": time.time(), "grad_norm": 0.0}
+    window = new_window()  # sums over the updates since the last log line
     failed = None
     model.train()
     with progress_bar(f"train {resolved.name}", r.optim.max_updates) as bar:
@@ -226,7 +227,7 @@ def train_run(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: 
                     if d.main:
                         append_jsonl(log_path, row)
                         bar.update(status=f"loss {row['loss']:.3f}")
-                    window = {"loss": 0.0, "nll": 0.0, "tokens": 0, "updates": 0, "time": time.time(), "grad_norm": 0.0}
+                    window = new_window()
                 if failed:
                     break
                 if step % r.train.validate_interval == 0:
