@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from conftest import SHARED_DATA
 from repro.cli import app
-from repro.data.librispeech import FeatureArray, prepare_librispeech, spec_augment
+from repro.data.librispeech import feature_array, prepare_librispeech, spec_augment
 from repro.eval.metrics import edit_distance, wer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -39,7 +39,7 @@ def test_prepare_shared_utterances_and_features_equal_fbank(speech_root):
     ref = torchaudio.compliance.kaldi.fbank(torch.tensor(audio).unsqueeze(0) * 32768, num_mel_bins=80,
                                             sample_frequency=sr)
     ref = (ref - ref.mean(0)) / ref.std(0)
-    ours = torch.as_tensor(FeatureArray(out / "test-clean.feats")[0])
+    ours = torch.as_tensor(feature_array(out / "test-clean.feats")[0])
     assert ours.shape == ref.shape == (1042, 80)
     assert (ours - ref).abs().max() < 1e-4
     assert (out / "test-clean.tgt.txt").read_text().splitlines()[0] == text.lower()

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from repro.data.batching import pad_right
-from repro.data.binarized import TokenArray
+from repro.data.binarized import TokenArray, TokenArrayWriter
 from repro.data.text import EOS, PrepareError, encode_file, train_sentencepiece, write_json_atomic, write_lines_atomic
 from repro.data.wmt import download
 from repro.progress import console, progress_bar
@@ -97,35 +97,13 @@ def extract_archives(source: Path | None, root: Path) -> Path:
     return target
 
 
-class FeatureWriter:
-    def __init__(self, prefix: Path):
-        self.prefix = prefix
-        self.tmp_bin, self.tmp_idx = prefix.with_name(prefix.name + ".bin.tmp"), prefix.with_name(prefix.name + ".idx.tmp")
-        self.f = open(self.tmp_bin, "wb")
-        self.offsets = [0]
-
-    def add(self, feats: np.ndarray) -> None:
-        self.f.write(np.ascontiguousarray(feats, dtype=np.float32).tobytes())
-        self.offsets.append(self.offsets[-1] + len(feats))
-
-    def close(self) -> None:
-        self.f.close()
-        np.asarray(self.offsets, dtype=np.int64).tofile(self.tmp_idx)
-        os.replace(self.tmp_idx, self.prefix.with_name(self.prefix.name + ".idx"))
-        os.replace(self.tmp_bin, self.prefix.with_name(self.prefix.name + ".bin"))
+def feature_writer(prefix: Path) -> TokenArrayWriter:
+    return TokenArrayWriter(prefix, dtype=np.float32)
 
 
-class FeatureArray:
-    def __init__(self, prefix: Path):
-        idx, bin_ = prefix.with_name(prefix.name + ".idx"), prefix.with_name(prefix.name + ".bin")
-        if not idx.is_file():
-            raise FileNotFoundError(f"{bin_}: features missing; run `lnrepro prepare librispeech` first")
-        self.offsets = np.fromfile(idx, dtype=np.int64)
-        self.data = np.memmap(bin_, dtype=np.float32, mode="r").reshape(-1, N_MELS)
-        self.sizes = np.diff(self.offsets)
-
-    def __getitem__(self, i: int) -> np.ndarray:
-        return np.array(self.data[self.offsets[i]: self.offsets[i + 1]])
+def feature_array(prefix: Path) -> TokenArray:
+    """Frames (rows of 80 float32) of every utterance of a split."""
+    return TokenArray(prefix, dtype=np.float32, width=N_MELS, out_dtype=np.float32)
 
 
 def prepare_split(out: Path, split: str, utterances: list[tuple[str, Path, str]], workers: int) -> None:
@@ -133,7 +111,7 @@ def prepare_split(out: Path, split: str, utterances: list[tuple[str, Path, str]]
         return  # done in an earlier (interrupted) prepare
     write_lines_atomic(out / f"{split}.tsv", [f"{u}\t{p}\t{t}" for u, p, t in utterances])
     write_lines_atomic(out / f"{split}.tgt.txt", [t.lower() for _, _, t in utterances])
-    writer = FeatureWriter(out / f"{split}.feats")
+    writer = feature_writer(out / f"{split}.feats")
     paths = [str(p) for _, p, _ in utterances]
     with progress_bar(f"fbank {split}", len(paths)) as bar:
         if workers > 1 and len(paths) > 8:
@@ -200,7 +178,7 @@ class SpeechData:
 
     def __init__(self, corpus_dir: Path, split: str, specaugment: bool = False, max_frames: int = 6000):
         corpus_dir = Path(corpus_dir)
-        self.feats = FeatureArray(corpus_dir / f"{split}.feats")
+        self.feats = feature_array(corpus_dir / f"{split}.feats")
         self.tgt = TokenArray(corpus_dir / f"{split}.tgt")
         self.specaugment = specaugment
         self.sizes = self.feats.sizes.copy()
