@@ -158,7 +158,8 @@ def prepare_librispeech(root: Path, source: Path | None, vocab_size: int = 10000
 
 def spec_augment(feats: torch.Tensor, freq_masks: int = 2, freq_width: int = 27, time_masks: int = 2,
                  time_width: int = 100) -> torch.Tensor:
-    """fairseq's LibriSpeech SpecAugment policy (LB): 2 frequency masks F=27, 2 time masks T=100, no time warp.
+    """fairseq's LibriSpeech SpecAugment policy ("ld", LibriSpeech double): 2 frequency masks F=27,
+    2 time masks T=100 (at most the whole utterance), no time warp.
     Masks are filled with the mean (zero after utterance normalisation). Uses torch's RNG (saved for resume)."""
     x = feats.clone()
     t, c = x.shape
