@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from conftest import SHARED_DATA
 from repro.cli import app
 from repro.data.librispeech import feature_array, prepare_librispeech, spec_augment
+from repro.data.text import PrepareError
 from repro.eval.metrics import edit_distance, wer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -89,3 +90,9 @@ def test_speech_mini_goes_through_librispeech_path(tmp_path):
     assert not (speakers["train"] & speakers["dev"]) and not (speakers["train"] & speakers["test"])
     info = sf.info(next((tmp_path / "downloads/speech_mini").rglob("*.flac")))
     assert info.samplerate == 16000 and info.format == "FLAC"
+    transcripts = (tmp_path / "downloads/speech_mini/LibriSpeech").rglob("*.trans.txt")
+    assert all(len(line.split()) - 1 <= 9 for t in transcripts for line in t.read_text().splitlines())
+    # Audio on disk made with other settings would be reused under the wrong names: it is refused instead.
+    from repro.data.speech_mini import synthesise_corpus
+    with pytest.raises(PrepareError, match="other settings"):
+        synthesise_corpus(SHARED_DATA / "multi30k", tmp_path / "downloads/speech_mini", 11, 2, 2)
