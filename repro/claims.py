@@ -1,7 +1,7 @@
 """The paper's findings as a fixed, cited list, each judged against results/ at one scale.
 
 Verdicts: reproduced / not reproduced / not run. A claim rests on named cells (recipe names below recipes/); a
-cell's value is the mean over its seeds, and the seed spread is shown beside it.
+cell's value is the mean over its seeds, and the range over seeds is shown beside it.
 """
 
 from __future__ import annotations
@@ -64,8 +64,7 @@ def _cell(records: dict[str, list[dict]], name: str, metric: tuple):
         if r["status"] == "completed" and metric and isinstance(v, (int, float)):
             values.append(v)
     return {"failed": sum(r["status"] == "failed" for r in recs), "n": len(recs), "values": values,
-            "mean": statistics.fmean(values) if values else None,
-            "spread": (max(values) - min(values)) if len(values) > 1 else 0.0}
+            "mean": statistics.fmean(values) if values else None}
 
 
 def judge(claim: Claim, records: dict[str, list[dict]]) -> tuple[str, str]:
@@ -95,7 +94,7 @@ def judge(claim: Claim, records: dict[str, list[dict]]) -> tuple[str, str]:
         strict = claim.text.find(">=") < 0
         ok = all(sign * (a["mean"] - c["mean"]) > 0 or (not strict and a["mean"] == c["mean"]) for c in cells)
     show = lambda name, c: f"{name} {c['mean']:.2f}" + (
-        f" (±{c['spread'] / 2:.2f} over {len(c['values'])} seeds)" if len(c["values"]) > 1 else " (1 seed)")
+        f" (seeds range {min(c['values']):.2f}-{max(c['values']):.2f})" if len(c["values"]) > 1 else " (1 seed)")
     detail = show(claim.a, a) + " vs " + ", ".join(show(b, c) for b, c in zip(others, cells))
     return ("reproduced" if ok else "not reproduced"), detail
 
