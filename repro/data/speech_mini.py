@@ -67,13 +67,14 @@ def synthesise_corpus(sentences_source: Path, out: Path, train: int, dev: int, t
     settings = {"train": train, "dev": dev, "test": test, "max_words": max_words, "seed": seed}
     settings_path = out / "settings.json"
     if settings_path.is_file() and json.loads(settings_path.read_text()) != settings:
-        raise PrepareError(f"{out}: made with other settings ({settings_path}); remove it to make it again")
+        raise PrepareError(f"{out}: made with other settings ({settings_path}); remove it and "
+                           f"{out.parents[1] / 'speech_mini'} to make them again")
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(settings_path, settings)
     with gzip.open(path, "rt", encoding="utf-8") as f:
         # Short captions only (about 2.7 s of speech each): more distinct sentences for the same hours of audio,
         # and shorter alignments for an attention-only model trained from scratch to find.
-        sentences = [s.strip() for s in f if normalise(s) and len(normalise(s).split()) <= max_words]
+        sentences = [s.strip() for s in f if 0 < len(normalise(s).split()) <= max_words]
     if len(sentences) < train + dev + test:
         raise PrepareError(f"--source {sentences_source}: only {len(sentences)} captions of at most {max_words} "
                            f"words, {train + dev + test} needed")
