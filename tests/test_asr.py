@@ -46,6 +46,26 @@ def test_prepare_shared_utterances_and_features_equal_fbank(speech_root):
     assert (out / "test-clean.tgt.txt").read_text().splitlines()[0] == text.lower()
 
 
+def test_prepare_again_reuses_same_utterances_and_redoes_changed_ones(tmp_path):
+    source = tmp_path / "source"
+    shutil.copytree(LIBRI / "LibriSpeech", source / "LibriSpeech")
+    prepare_librispeech(tmp_path, source, vocab_size=60, name="s", workers=1)
+    out = tmp_path / "s"
+    dev_stamp, test_stamp = ((out / f"{s}.feats.bin").stat().st_mtime_ns for s in ("dev-clean", "test-clean"))
+    # The same utterances: nothing is computed again.
+    prepare_librispeech(tmp_path, source, vocab_size=60, name="s", workers=1)
+    assert (out / "test-clean.feats.bin").stat().st_mtime_ns == test_stamp
+    # test-clean loses an utterance: that split is prepared again, the unchanged one is kept.
+    trans = next((source / "LibriSpeech/test-clean").rglob("*.trans.txt"))
+    lines = trans.read_text().splitlines()
+    trans.write_text("\n".join(lines[1:]) + "\n")
+    meta = prepare_librispeech(tmp_path, source, vocab_size=60, name="s", workers=1)
+    assert meta["utterances"]["test-clean"] == 3
+    assert len(feature_array(out / "test-clean.feats")) == 3
+    assert len((out / "test-clean.tgt.txt").read_text().splitlines()) == 3
+    assert (out / "dev-clean.feats.bin").stat().st_mtime_ns == dev_stamp
+
+
 def test_wer_cases():
     assert wer(["the cat sat"], ["THE CAT SAT"]) == 0.0
     assert edit_distance("a b c".split(), "a x c d".split()) == 2

@@ -106,9 +106,21 @@ def feature_array(prefix: Path) -> TokenArray:
     return TokenArray(prefix, dtype=np.float32, width=N_MELS, out_dtype=np.float32)
 
 
-def prepare_split(out: Path, split: str, utterances: list[tuple[str, Path, str]], workers: int) -> None:
-    if (out / f"{split}.feats.idx").is_file():
-        return  # done in an earlier (interrupted) prepare
+def _same_utterances(manifest: Path, utterances: list[tuple[str, Path, str]]) -> bool:
+    """Whether a stored manifest lists the same utterance ids and transcripts (the audio folder may have moved)."""
+    if not manifest.is_file():
+        return False
+    stored = [line.split("\t") for line in manifest.read_text(encoding="utf-8").splitlines()]
+    return [(row[0], row[-1]) for row in stored] == [(u, t) for u, _, t in utterances]
+
+
+def prepare_split(out: Path, split: str, utterances: list[tuple[str, Path, str]], workers: int) -> bool:
+    """Features, manifest and transcripts of one split. False when an earlier prepare already made them from the same
+    utterances; a split whose source changed (e.g. speech-mini made again) is prepared again, not reused."""
+    if (out / f"{split}.feats.idx").is_file() and _same_utterances(out / f"{split}.tsv", utterances):
+        return False
+    for stale in (f"{split}.feats.idx", f"{split}.tgt.idx"):  # the completion markers go first
+        (out / stale).unlink(missing_ok=True)
     write_lines_atomic(out / f"{split}.tsv", [f"{u}\t{p}\t{t}" for u, p, t in utterances])
     write_lines_atomic(out / f"{split}.tgt.txt", [t.lower() for _, _, t in utterances])
     writer = feature_writer(out / f"{split}.feats")
@@ -125,6 +137,7 @@ def prepare_split(out: Path, split: str, utterances: list[tuple[str, Path, str]]
                 writer.add(_features_of(p))
                 bar.advance()
     writer.close()
+    return True
 
 
 def prepare_librispeech(root: Path, source: Path | None, vocab_size: int = 10000, name: str | None = None,
@@ -138,11 +151,14 @@ def prepare_librispeech(root: Path, source: Path | None, vocab_size: int = 10000
     out.mkdir(parents=True, exist_ok=True)
     workers = workers or min(8, os.cpu_count() or 1)
     utts = {s: [u for d in dirs for u in scan(d)] for s, dirs in splits.items()}
-    for split, items in utts.items():
-        prepare_split(out, split, items, workers)
+    text_split = "train" if "train" in utts else sorted(utts)[0]
+    remade = [split for split, items in utts.items() if prepare_split(out, split, items, workers)]
     model = out / "spm.model"
+    if text_split in remade:  # new training transcripts: a new SentencePiece model, every split encoded again
+        model.unlink(missing_ok=True)
+        for split in utts:
+            (out / f"{split}.tgt.idx").unlink(missing_ok=True)
     if not model.is_file():
-        text_split = "train" if "train" in utts else sorted(utts)[0]
         train_sentencepiece([out / f"{text_split}.tgt.txt"], out / "spm", vocab_size, "unigram")
     for split in utts:
         if not (out / f"{split}.tgt.idx").is_file():

@@ -67,8 +67,7 @@ def synthesise_corpus(sentences_source: Path, out: Path, train: int, dev: int, t
     settings = {"train": train, "dev": dev, "test": test, "max_words": max_words, "seed": seed}
     settings_path = out / "settings.json"
     if settings_path.is_file() and json.loads(settings_path.read_text()) != settings:
-        raise PrepareError(f"{out}: made with other settings ({settings_path}); remove it and "
-                           f"{out.parents[1] / 'speech_mini'} to make them again")
+        raise PrepareError(f"{out}: made with other settings ({settings_path}); remove it to make them again")
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(settings_path, settings)
     with gzip.open(path, "rt", encoding="utf-8") as f:
