@@ -45,7 +45,16 @@ def test_claims_verdicts(tmp_path):
     write_record(tmp_path, {"run_id": "b2t18", "recipe": "recipes/18L-18L-b2t.yaml", "recipe_name": "18L-18L-b2t",
                             "scale": "mini", "seed": 1, "status": "completed", "reason": "", "task": "mt",
                             "metrics": {"bleu_average": 1.0, "splits": {}}})
+    # Speech: the mini corpus has one test set, read where the record has no test-other.
+    for variant, wer in (("post_ln", 80.0), ("pre_ln", 85.0), ("b2t", 86.0)):
+        write_record(tmp_path, {"run_id": f"asr-{variant}", "recipe": f"recipes/librispeech/6L-6L-{variant}.yaml",
+                                "recipe_name": f"librispeech/6L-6L-{variant}", "scale": "mini", "seed": 1,
+                                "status": "completed", "reason": "", "task": "asr",
+                                "metrics": {"splits": {"dev": {"wer": 1.0}, "test": {"wer": wer}}}})
     verdicts = {c["claim"]: c["verdict"] for c in evaluate_claims(tmp_path, "mini")}
+    assert verdicts["6L-6L ASR: Post-LN < Pre-LN test-other WER"] == "reproduced"
+    assert verdicts["6L-6L ASR: B2T < Pre-LN test-other WER"] == "not reproduced"
+    assert verdicts["12L-6L ASR: B2T < Pre-LN test-other WER"] == "not run"
     assert verdicts["6L-6L MT: B2T > Pre-LN on BLEU"] == "reproduced"
     assert verdicts["18L-18L MT: Post-LN training fails"] == "reproduced"
     assert verdicts["6L-6L MT: Post-LN >= Pre-LN on BLEU"] == "not run"
