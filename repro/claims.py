@@ -29,6 +29,7 @@ class Claim:
 BLEU = ("bleu_average",)
 R1 = ("splits", "test", "rouge1")
 WER_TEST = ("splits", "test-other", "wer")
+WER_MINI_TEST = ("splits", "test", "wer")  # the mini speech corpus has one test set
 CLAIMS = [
     Claim("6L-6L MT: Post-LN >= Pre-LN on BLEU", "Table 1", "better", "6L-6L-post_ln", "6L-6L-pre_ln", BLEU),
     Claim("6L-6L MT: B2T > Pre-LN on BLEU", "Table 1", "better", "6L-6L-b2t", "6L-6L-pre_ln", BLEU),
@@ -51,12 +52,12 @@ CLAIMS = [
     Claim("16L LM: B2T < Pre-LN test perplexity", "Table 3", "better", "wikitext103/16L-b2t", "wikitext103/16L-pre_ln",
           ("splits", "test", "perplexity"), higher_is_better=False),
     Claim("6L-6L ASR: Post-LN < Pre-LN test-other WER", "Table 4", "better", "librispeech/6L-6L-post_ln",
-          "librispeech/6L-6L-pre_ln", WER_TEST, higher_is_better=False, or_metric=("splits", "test", "wer")),
+          "librispeech/6L-6L-pre_ln", WER_TEST, higher_is_better=False, or_metric=WER_MINI_TEST),
     Claim("6L-6L ASR: B2T < Pre-LN test-other WER", "Table 4", "better", "librispeech/6L-6L-b2t",
-          "librispeech/6L-6L-pre_ln", WER_TEST, higher_is_better=False, or_metric=("splits", "test", "wer")),
+          "librispeech/6L-6L-pre_ln", WER_TEST, higher_is_better=False, or_metric=WER_MINI_TEST),
     Claim("12L-6L ASR: Post-LN training fails", "Table 4", "fails", "librispeech/12L-6L-post_ln"),
     Claim("12L-6L ASR: B2T < Pre-LN test-other WER", "Table 4", "better", "librispeech/12L-6L-b2t",
-          "librispeech/12L-6L-pre_ln", WER_TEST, higher_is_better=False, or_metric=("splits", "test", "wer")),
+          "librispeech/12L-6L-pre_ln", WER_TEST, higher_is_better=False, or_metric=WER_MINI_TEST),
 ]
 
 
