@@ -72,6 +72,8 @@ class ModelConfig:
     """LM only: adaptive input/softmax band edges."""
     adaptive_factor: float = 4.0
     """LM only: each band's embedding is this factor smaller than the previous one."""
+    adaptive_softmax_dropout: float = 0.2
+    """LM only: dropout on the adaptive softmax input and inside its tail bands (fairseq transformer_lm_wiki103)."""
     input_features: int = 80
     """ASR only: filterbank channels."""
     conv_channels: int = 1024
@@ -94,6 +96,8 @@ class OptimConfig:
     """Linear warmup length of the inverse-sqrt schedule (ignored by variants that train without warmup)."""
     warmup_init_lr: float = 1e-7
     """Learning rate at update 0."""
+    decay_period: int = 4000
+    """Variants trained without warmup (T-Fixup): lr * sqrt(P / (P + step)) with P this (T-Fixup's --decay-period)."""
     max_updates: int = 50000
     """Training stops after this many updates."""
     clip_norm: float = 0.0
@@ -321,6 +325,7 @@ def _check(recipe: Recipe, where: str) -> None:
         fail("model.b2t_depth_scaled_init", True, f"applies to B2T variants only, not {m.variant}")
     for key, value in (("model.dropout", m.dropout), ("model.attention_dropout", m.attention_dropout),
                        ("model.activation_dropout", m.activation_dropout),
+                       ("model.adaptive_softmax_dropout", m.adaptive_softmax_dropout),
                        ("optim.label_smoothing", o.label_smoothing)):
         if not 0.0 <= value < 1.0:
             fail(key, value, "must be in [0, 1)")

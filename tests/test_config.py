@@ -34,6 +34,36 @@ def test_paper_scale_values_follow_tables_7_and_8():
     assert (lm.model.d_model, lm.model.ffn_dim, lm.data.max_tokens, lm.optim.warmup_updates) == (1024, 4096, 1024, 2000)
 
 
+def test_authors_code_settings_in_recipes():
+    """Clip-norm 0.1 beyond 18L-18L (authors' README), T-Fixup's own hyper-parameters, ASR dropouts (s2t_transformer_m)."""
+    for path in sorted((REPO / "recipes").rglob("*.yaml")):
+        if "base" in path.parts:
+            continue
+        r = resolve(path).recipe
+        deep = r.model.encoder_layers + r.model.decoder_layers > 36 and r.task == "mt"
+        assert r.optim.clip_norm == (0.1 if deep else 0.0), path
+        if r.model.variant == "t_fixup":
+            assert (r.optim.lr, r.optim.weight_decay, r.optim.decay_period) == (5e-4, 1e-4, 4000), path
+        else:
+            assert (r.optim.lr, r.optim.weight_decay) == (1e-3, 0.0), path
+        if r.task == "asr":
+            assert r.model.attention_dropout == r.model.activation_dropout == r.model.dropout == 0.15
+        if r.task == "lm":
+            assert r.model.adaptive_softmax_dropout == 0.2
+
+
+def test_no_warmup_schedule_uses_decay_period_not_warmup():
+    from repro.train.optim import inverse_sqrt_lr
+    assert inverse_sqrt_lr(0, 5e-4, 400, 1e-7, warmup=False, decay_period=4000) == 5e-4
+    assert inverse_sqrt_lr(4000, 5e-4, 400, 1e-7, warmup=False, decay_period=4000) == pytest.approx(5e-4 / 2 ** 0.5)
+
+
+def test_newstest2014_is_the_full_set():
+    from repro.data.wmt import sacrebleu_test_set
+    assert sacrebleu_test_set(2014) == "wmt14/full"
+    assert [sacrebleu_test_set(y) for y in (2010, 2016)] == ["wmt10", "wmt16"]
+
+
 def test_scale_and_set_overrides():
     res = resolve(REPO / "recipes/6L-6L-b2t.yaml", "mini", ["optim.lr=5e-4", "model.variant=pre_ln"])
     assert res.recipe.data.corpus == "multi30k" and res.recipe.optim.lr == 5e-4

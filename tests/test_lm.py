@@ -47,6 +47,26 @@ def test_single_cluster_equals_full_softmax_and_plain_embedding():
     assert torch.allclose(sm.log_probs(x), full, atol=1e-5)
 
 
+def test_head_uses_band0_embedding_directly_even_with_a_projection():
+    torch.manual_seed(0)
+    inp = AdaptiveInput(50, 16, [], 4.0, pad_idx=1)  # band 0's input projection is a random d x d matrix
+    sm = AdaptiveSoftmax(inp, dropout=0.0)
+    x = torch.randn(2, 7, 16)
+    assert torch.allclose(sm.log_probs(x), F.log_softmax(x @ inp.embeddings[0].weight.t(), dim=-1), atol=1e-5)
+
+
+def test_softmax_dropout_hits_the_input_in_training_only():
+    torch.manual_seed(0)
+    inp = AdaptiveInput(50, 16, [20], 2.0, pad_idx=1)
+    sm = AdaptiveSoftmax(inp, dropout=0.5).train()
+    x, target = torch.randn(4, 16), torch.randint(0, 20, (4,))  # head-only targets: only input dropout acts
+    a, b = sm.target_log_probs(x, target), sm.target_log_probs(x, target)
+    assert not torch.allclose(a, b)
+    sm.eval()
+    assert torch.allclose(sm.target_log_probs(x, target), sm.target_log_probs(x, target))
+    assert LanguageModel(VARIANTS["b2t"], 30, 1, 16, 32, 2, 1, 0.3, 0.1, 0.1, [8, 20], 2.0).softmax.dropout.p == 0.2
+
+
 def tiny_lm(vocab=30, layers=2):
     torch.manual_seed(0)
     return LanguageModel(VARIANTS["b2t"], vocab, 1, 16, 32, 2, layers, 0.0, 0.0, 0.0, [8, 20], 2.0).eval()

@@ -242,11 +242,11 @@ def test_admin_profile_is_deterministic_and_sets_scale(tmp_path):
     # Saved and reloaded into a fresh model: same outputs as the profiled one
     m = tiny_model("admin", enc=4, dec=4, seed=3)
     before = m.eval()(src, prev)
-    admin_profile(m, lambda: m(src, prev))
+    profile = admin_profile(m, lambda: m(src, prev))
     after = m(src, prev)
     assert not torch.allclose(before, after)
     path = tmp_path / "admin_profile.json"
-    save_admin_profile(profiles[0], path)
+    save_admin_profile(profile, path)
     fresh = tiny_model("admin", enc=4, dec=4, seed=3).eval()
     load_admin_profile(fresh, path)
     assert torch.allclose(fresh(src, prev), after)
@@ -299,3 +299,40 @@ def test_stack_records_layer_outputs():
     outs = []
     stack(torch.randn(2, 3, D), layer_outputs=outs)
     assert len(outs) == 4
+
+
+@pytest.mark.parametrize("name", list(VARIANTS))
+def test_ffn_init_follows_each_methods_code(name):
+    """Authors' fork (and torchscale): nn.Linear's own init, biases non-zero, fc2 bound 1/sqrt(ffn_dim).
+    T-Fixup, Admin and DLCL repositories: xavier_uniform, zero biases (T-Fixup then rescales)."""
+    d, ff = 64, 256
+    torch.manual_seed(0)
+    m = EncoderDecoder(VARIANTS[name], 40, 1, d, ff, H, 2, 2, 0.0)
+    apply_variant_init(m, [m.embed_tokens])
+    fc1, fc2 = m.encoder.layers[0].ffn.fc1, m.encoder.layers[0].ffn.fc2
+    kind = VARIANTS[name].ffn_init
+    assert VARIANTS[name].ffn_init_source
+    if kind == "torch":
+        assert fc1.bias.abs().max() > 0 and fc2.bias.abs().max() > 0
+        assert fc2.bias.abs().max() <= ff ** -0.5 + 1e-6
+        if VARIANTS[name].init == "default":  # not re-initialised afterwards
+            assert fc2.weight.abs().max() <= ff ** -0.5 + 1e-6 < math.sqrt(6 / (d + ff)) * 0.9
+            assert fc2.weight.abs().max() > 0.9 * ff ** -0.5
+    else:
+        assert torch.all(fc1.bias == 0) and torch.all(fc2.bias == 0)
+        if VARIANTS[name].init == "default":
+            bound = math.sqrt(6 / (d + ff))
+            assert 0.9 * bound < fc2.weight.abs().max() <= bound + 1e-6
+
+
+def test_admin_profile_runs_in_training_mode_with_dropout():
+    m = tiny_model("admin", enc=2, dec=2, dropout=0.3).eval()
+    src, prev = torch.randint(4, 40, (2, 7)), torch.randint(4, 40, (2, 5))
+    seen = []
+    admin_profile(m, lambda: (seen.append(m.training), m(src, prev)))
+    assert seen == [True] and not m.training  # profiled with dropout on, mode restored afterwards
+    torch.manual_seed(0)
+    omega_train = admin_profile(m, lambda: m(src, prev))["decoder"][-1][0]
+    no_dropout = tiny_model("admin", enc=2, dec=2, dropout=0.0)
+    omega_eval = admin_profile(no_dropout, lambda: no_dropout(src, prev))["decoder"][-1][0]
+    assert omega_train > omega_eval  # dropout's variance raises the running scale

@@ -128,7 +128,7 @@ def test_every_variant_trains_tiny(tiny_root, tmp_path, variant):
     log = [json.loads(l) for l in (tmp_path / "run/log.jsonl").read_text().splitlines() if '"loss"' in l]
     assert all(row["grad_norm"] > 0 for row in log)
     if variant == "t_fixup":
-        assert log[0]["lr"] == pytest.approx(1e-3)  # no warmup: full rate at the first update
+        assert log[0]["lr"] == pytest.approx(5e-4)  # no warmup: its own full rate at the first update
     if variant == "admin":
         profile = json.loads((tmp_path / "run/admin_profile.json").read_text())
         assert len(profile["encoder"]) == 2 * 2 and len(profile["decoder"]) == 3 * 2

@@ -114,6 +114,11 @@ def training_pairs(source: Path | None, cache: Path) -> Iterator[tuple[str, str]
         yield from zip(en_lines, de_lines)
 
 
+def sacrebleu_test_set(year: int) -> str:
+    """SacreBLEU's name for newstest<year> as the paper scores it."""
+    return "wmt14/full" if year == 2014 else f"wmt{year % 100}"
+
+
 def newstest(source: Path | None, year: int) -> tuple[list[str], list[str]]:
     """Raw English sources and German references of newstest<year>."""
     if source is not None:
@@ -122,7 +127,9 @@ def newstest(source: Path | None, year: int) -> tuple[list[str], list[str]]:
             return en.read_text(encoding="utf-8").splitlines(), de.read_text(encoding="utf-8").splitlines()
     try:
         from sacrebleu.utils import get_reference_files, get_source_file
-        test_set = f"wmt{year % 100}"
+        # newstest2014: SacreBLEU's 'wmt14' is the 2,737-line filtered set; the paper scores the full 3,003 lines
+        # (takase/b2t_connection README.md: `sacrebleu -t wmt14/full`).
+        test_set = sacrebleu_test_set(year)
         src = Path(get_source_file(test_set, "en-de")).read_text(encoding="utf-8").splitlines()
         ref = Path(get_reference_files(test_set, "en-de")[0]).read_text(encoding="utf-8").splitlines()
         return src, ref

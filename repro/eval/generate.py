@@ -1,7 +1,10 @@
 """Batched beam search with the incremental decoding cache (fairseq's SequenceGenerator, simplified).
 
-Finished hypotheses are ranked by score / length^lenpen, length counting the final </s>. A sentence stops once it
-has `beam` finished hypotheses whose worst is at least the best possible unfinished one, or at max length.
+Finished hypotheses are ranked by score / length^lenpen, length counting the final </s>. Each step takes the top
+2*beam candidates; as in fairseq (`sequence_generator.py`: `eos_mask[:, :beam_size]`), an end-of-sentence is
+finalised only when it ranks among the top `beam` candidates, lower-ranked ones are dropped, and the first `beam`
+candidates that are not end-of-sentence continue. A sentence stops once it has `beam` finished hypotheses, or at
+its maximum length.
 """
 
 from __future__ import annotations
@@ -48,17 +51,18 @@ def beam_search(model, src: torch.Tensor, beam: int, max_len: torch.Tensor, lenp
             if done[b]:
                 continue
             kept = 0
-            for s, bi, ti in zip(top_scores_l[b], beam_l[b], tok_l[b]):
+            for rank, (s, bi, ti) in enumerate(zip(top_scores_l[b], beam_l[b], tok_l[b])):
                 if s == float("-inf"):
                     break
                 if ti == EOS:
-                    if len(finished[b]) < beam:
+                    # Only an end-of-sentence among the top `beam` candidates is finalised (fairseq).
+                    if rank < beam and len(finished[b]) < beam:
                         hyp = tokens[b * beam + bi, 1:].tolist()
                         finished[b].append((s / (len(hyp) + 1) ** lenpen, hyp))
                 elif kept < beam:
                     new_scores[b, kept], new_src[b, kept], new_tok[b, kept] = s, bi, ti
                     kept += 1
-                if kept == beam and len(finished[b]) >= beam:
+                if kept == beam and (rank >= beam - 1 or len(finished[b]) >= beam):
                     break
             if len(finished[b]) >= beam:
                 # fairseq's stopping rule: once `beam` hypotheses have finished, the sentence is done

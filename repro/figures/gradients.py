@@ -73,6 +73,7 @@ def figure_gradients(number: int, out: Path, json_path: Path | None, layers: int
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     vocab = 32000 if d_model >= 512 else 1000
     batch = analysis_batch(root, vocab)
@@ -89,6 +90,7 @@ def figure_gradients(number: int, out: Path, json_path: Path | None, layers: int
                 ys = result[v][side]
                 ax.plot(range(1, len(ys) + 1), ys, marker="o", markersize=3, label=VARIANTS[v].title)
             ax.set_yscale("log")
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # layers are whole numbers
             ax.set_xlabel("layer (bottom to top)")
             ax.set_ylabel("gradient norm of layer output")
             ax.set_title(f"({'a' if side == 'encoder' else 'b'}) {side}")
@@ -109,7 +111,7 @@ def figure_gradients(number: int, out: Path, json_path: Path | None, layers: int
             ax.set_xticks(range(len(probe)), labels, rotation=30, ha="right", fontsize=8)
             ax.set_ylabel("gradient norm")
             ax.set_title(f"Post-LN {name} of {layers}")
-        fig.suptitle(f"Figure {number}: gradient norms inside a Post-LN decoder layer ({when}); "
+        fig.suptitle(f"Figure {number}: gradient norms inside a Post-LN decoder layer ({when})\n"
                      f"red: just after a LayerNorm", fontsize=9)
         result = {k: dict(v) for k, v in result.items()}
     fig.tight_layout()

@@ -1,9 +1,12 @@
 """Adaptive input representations and adaptive softmax (Baevski & Auli 2019; Grave et al. 2017), tied.
 
 The vocabulary (sorted by frequency) is split into bands at `cutoffs`; band i has embedding size d / factor^i and
-a projection to d. The softmax's head scores band 0's words plus one logit per tail band; a tail band's words are
-scored only for the tokens whose target lies in it. Word matrices and projections are shared between input and
-output, as in fairseq's transformer_lm_wiki103 (tie_adaptive_weights, tie_adaptive_proj).
+a projection to d. The softmax's head scores band 0's words with band 0's embedding matrix directly (no projection:
+the band is already d wide) plus one logit per tail band; a tail band's words are scored only for the tokens whose
+target lies in it, through the transposed input projection, dropout, then the band's embedding. Word matrices and
+projections are shared between input and output, as in fairseq's transformer_lm_wiki103 (tie_adaptive_weights,
+tie_adaptive_proj; `fairseq/modules/adaptive_softmax.py`: TiedHeadModule and _make_tail). In training, dropout
+(adaptive_softmax_dropout, 0.2) is applied to the softmax input as well as inside the tails.
 """
 
 from __future__ import annotations
@@ -58,10 +61,10 @@ class AdaptiveSoftmax(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def _band_logits(self, x: torch.Tensor, i: int) -> torch.Tensor:
+        if i == 0:  # the head: band 0's words scored with its embedding directly
+            return F.linear(x, self.inp.embeddings[0].weight)
         # The input projection maps band dim -> d; its transpose maps d -> band dim.
-        h = F.linear(x, self.inp.projections[i].weight.t())
-        if i > 0:
-            h = self.dropout(h)
+        h = self.dropout(F.linear(x, self.inp.projections[i].weight.t()))
         return F.linear(h, self.inp.embeddings[i].weight)
 
     def _head_logprobs(self, x: torch.Tensor) -> torch.Tensor:
@@ -81,7 +84,7 @@ class AdaptiveSoftmax(nn.Module):
 
     def target_log_probs(self, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """log p(target) per position, computing each tail band only for the tokens whose target lies in it."""
-        x, target = x.reshape(-1, x.size(-1)), target.reshape(-1)
+        x, target = self.dropout(x.reshape(-1, x.size(-1))), target.reshape(-1)
         head = self._head_logprobs(x)
         n0 = self.edges[1]
         out = head.new_zeros(target.shape)

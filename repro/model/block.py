@@ -59,14 +59,19 @@ class Residual(nn.Module):
 
 
 class FeedForward(nn.Module):
-    def __init__(self, d_model: int, ffn_dim: int, activation_dropout: float):
+    """fc2(dropout(relu(fc1(x)))); `init` is the variant's `ffn_init` (repro/model/variants.py names the source)."""
+
+    def __init__(self, d_model: int, ffn_dim: int, activation_dropout: float, init: str = "torch"):
         super().__init__()
         self.fc1 = nn.Linear(d_model, ffn_dim)
         self.fc2 = nn.Linear(ffn_dim, d_model)
         self.activation_dropout = nn.Dropout(activation_dropout)
-        for fc in (self.fc1, self.fc2):  # fairseq: xavier_uniform weights, zero biases
-            nn.init.xavier_uniform_(fc.weight)
-            nn.init.zeros_(fc.bias)
+        if init == "xavier":  # older fairseq's Linear(): xavier_uniform weights, zero biases
+            for fc in (self.fc1, self.fc2):
+                nn.init.xavier_uniform_(fc.weight)
+                nn.init.zeros_(fc.bias)
+        elif init != "torch":  # "torch": nn.Linear's own initialisation, as the authors' fork builds it
+            raise ValueError(f"unknown FFN init {init!r}")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.fc2(self.activation_dropout(F.relu(self.fc1(x))))
@@ -100,7 +105,7 @@ class TransformerLayer(nn.Module):
             self.post_cross_norm = make_norm(post, d_model)
 
         self.pre_ffn_norm = make_norm(pre, d_model)
-        self.ffn = FeedForward(d_model, ffn_dim, activation_dropout)
+        self.ffn = FeedForward(d_model, ffn_dim, activation_dropout, variant.ffn_init)
         self.ffn_residual = Residual(variant.residual, d_model, alpha)
         # B2T keeps the layer's last LN (footnote 1); B2T w/o LN has none.
         self.post_ffn_norm = make_norm(post, d_model)

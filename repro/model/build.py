@@ -18,7 +18,7 @@ def build_model(recipe: Recipe, vocab_size: int, pad_idx: int) -> nn.Module:
     if recipe.task == "lm":
         model = LanguageModel(variant, vocab_size, pad_idx, m.d_model, m.ffn_dim, m.heads, m.decoder_layers,
                               m.dropout, m.attention_dropout, m.activation_dropout,
-                              m.adaptive_cutoffs, m.adaptive_factor)
+                              m.adaptive_cutoffs, m.adaptive_factor, m.adaptive_softmax_dropout)
         embeddings = list(model.embed_tokens.embeddings[:1])
     else:
         front_end = (Conv1dSubsampler(m.input_features, m.conv_channels, m.d_model)

@@ -118,10 +118,13 @@ def admin_profile(model: nn.Module, run_forward) -> dict[str, list[list[float]]]
     """One profiling forward pass (`run_forward()` runs the model on a training batch) sets every omega.
 
     Walking the sublayers in order with a running scale r = 1 per stack: omega_i = r, then
-    r = sqrt(Var(x * omega_i) + Var(F_i(x))). Returns the omegas, to be saved beside the run.
+    r = sqrt(Var(x * omega_i) + Var(F_i(x))), in training mode. Returns the omegas, to be saved beside the run
+    (the pass draws dropout masks, so the run's seed fixes the profile).
     """
     was_training = model.training
-    model.eval()  # no dropout in the profiling pass: the profile is deterministic for a given batch
+    # Training mode, dropout on: the official profile is one training update (Transformer-Clinic's
+    # `--init-type adaptive-profiling` run), and dropout's extra variance gives larger omegas than eval mode.
+    model.train()
     residuals = admin_residuals(model)
     for stack_residuals in residuals.values():
         state = {"r": 1.0}

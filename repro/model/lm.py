@@ -14,7 +14,7 @@ from repro.model.variants import Variant, deepnet_constants
 class LanguageModel(nn.Module):
     def __init__(self, variant: Variant, vocab_size: int, pad_idx: int, d_model: int, ffn_dim: int, heads: int,
                  layers: int, dropout: float, attention_dropout: float, activation_dropout: float,
-                 cutoffs: list[int], factor: float):
+                 cutoffs: list[int], factor: float, softmax_dropout: float = 0.2):
         super().__init__()
         self.variant, self.d_model, self.decoder_layers = variant, d_model, layers
         alpha = deepnet_constants(0, layers)["decoder_alpha"] if variant.residual == "deepnet_alpha" else 1.0
@@ -24,7 +24,7 @@ class LanguageModel(nn.Module):
         self.decoder = LayerStack(variant, layers, d_model, ffn_dim, heads, dropout, attention_dropout,
                                   activation_dropout, cross_attention=False, residual_alpha=alpha,
                                   final_norm=False)
-        self.softmax = AdaptiveSoftmax(self.embed_tokens, dropout)
+        self.softmax = AdaptiveSoftmax(self.embed_tokens, softmax_dropout)
 
     def extra_repr(self) -> str:
         return f"variant={self.variant.name} ({self.variant.title}), {self.decoder_layers}L, d_model={self.d_model}"

@@ -35,27 +35,43 @@ class Variant:
     """'default' (fairseq), 't_fixup' or 'deepnet': see repro/model/init.py."""
     warmup: bool
     """Whether the learning rate warms up; T-Fixup trains without warmup."""
+    ffn_init: str
+    """FFN fc1/fc2 before any variant init: 'torch' (nn.Linear's own: kaiming-uniform weights, non-zero biases) or
+    'xavier' (xavier_uniform weights, zero biases: older fairseq's `Linear` helper)."""
+    ffn_init_source: str
+    """The official code whose FFN construction `ffn_init` follows."""
 
+
+# The authors' fork (the paper's code) builds its FFN with plain nn.Linear.
+FORK = "takase/b2t_connection fairseq/modules/transformer_layer.py: build_fc1/build_fc2 return nn.Linear"
 
 VARIANTS: dict[str, Variant] = {
     v.name: v
     for v in (
         Variant("post_ln", "Post-LN", "Vaswani et al. 2017", pre_norm=False, post_norm=True,
-                b2t="none", residual="identity", dlcl=False, final_norm=False, init="default", warmup=True),
+                b2t="none", residual="identity", dlcl=False, final_norm=False, init="default", warmup=True,
+                ffn_init="torch", ffn_init_source=FORK),
         Variant("pre_ln", "Pre-LN", "Xiong et al. 2020", pre_norm=True, post_norm=False,
-                b2t="none", residual="identity", dlcl=False, final_norm=True, init="default", warmup=True),
+                b2t="none", residual="identity", dlcl=False, final_norm=True, init="default", warmup=True,
+                ffn_init="torch", ffn_init_source=FORK),
         Variant("b2t", "B2T connection", "Takase et al. 2022, eq. 5", pre_norm=False, post_norm=True,
-                b2t="with_ln", residual="identity", dlcl=False, final_norm=False, init="default", warmup=True),
+                b2t="with_ln", residual="identity", dlcl=False, final_norm=False, init="default", warmup=True,
+                ffn_init="torch", ffn_init_source=FORK),
         Variant("b2t_noln", "+ w/o LN", "Takase et al. 2022, Appendix D, eq. 6-8", pre_norm=False, post_norm=False,
-                b2t="scaled_no_ln", residual="identity", dlcl=False, final_norm=False, init="default", warmup=True),
+                b2t="scaled_no_ln", residual="identity", dlcl=False, final_norm=False, init="default", warmup=True,
+                ffn_init="torch", ffn_init_source=FORK),
         Variant("dlcl", "DLCL", "Wang et al. 2019", pre_norm=True, post_norm=False,
-                b2t="none", residual="identity", dlcl=True, final_norm=True, init="default", warmup=True),
+                b2t="none", residual="identity", dlcl=True, final_norm=True, init="default", warmup=True,
+                ffn_init="xavier", ffn_init_source="wangqiangneu/dlcl (fairseq 0.6) fairseq/models/transformer.py: Linear() is xavier_uniform, zero bias"),
         Variant("t_fixup", "T-Fixup", "Huang et al. 2020", pre_norm=False, post_norm=False,
-                b2t="none", residual="identity", dlcl=False, final_norm=False, init="t_fixup", warmup=False),
+                b2t="none", residual="identity", dlcl=False, final_norm=False, init="t_fixup", warmup=False,
+                ffn_init="xavier", ffn_init_source="layer6ai-labs/T-Fixup fairseq/modules/transformer_layer.py: Linear() is xavier_uniform, zero bias"),
         Variant("deepnet", "DeepNet", "Wang et al. 2022", pre_norm=False, post_norm=True,
-                b2t="none", residual="deepnet_alpha", dlcl=False, final_norm=False, init="deepnet", warmup=True),
+                b2t="none", residual="deepnet_alpha", dlcl=False, final_norm=False, init="deepnet", warmup=True,
+                ffn_init="torch", ffn_init_source="microsoft/torchscale torchscale/component/feedforward_network.py: nn.Linear, weights then re-initialised with beta"),
         Variant("admin", "Admin", "Liu et al. 2020", pre_norm=False, post_norm=True,
-                b2t="none", residual="admin_omega", dlcl=False, final_norm=False, init="default", warmup=True),
+                b2t="none", residual="admin_omega", dlcl=False, final_norm=False, init="default", warmup=True,
+                ffn_init="xavier", ffn_init_source="LiyuanLucasLiu/Transformer-Clinic fairseq/modules/transformer_layer.py: Linear() is xavier_uniform, zero bias"),
     )
 }
 

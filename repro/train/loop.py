@@ -174,7 +174,7 @@ def train_run(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: 
             while position < n_updates and step < r.optim.max_updates:
                 group = batches[position * update_freq:(position + 1) * update_freq]
                 lr = inverse_sqrt_lr(step, r.optim.lr, r.optim.warmup_updates, r.optim.warmup_init_lr,
-                                     warmup=model.variant.warmup)
+                                     warmup=model.variant.warmup, decay_period=r.optim.decay_period)
                 for g in optimizer.param_groups:
                     g["lr"] = lr
                 optimizer.zero_grad(set_to_none=True)

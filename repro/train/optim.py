@@ -8,14 +8,15 @@ import torch
 import torch.nn.functional as F
 
 
-def inverse_sqrt_lr(step: int, lr: float, warmup_updates: int, warmup_init_lr: float, warmup: bool = True) -> float:
+def inverse_sqrt_lr(step: int, lr: float, warmup_updates: int, warmup_init_lr: float, warmup: bool = True,
+                    decay_period: int = 4000) -> float:
     """Linear warmup from warmup_init_lr to lr over warmup_updates, then lr * sqrt(warmup_updates / step).
 
-    Without warmup (T-Fixup, Huang et al. 2020): lr * sqrt(P / (P + step)) with P = warmup_updates, which starts
-    at lr and decays like the inverse square root.
+    Without warmup (T-Fixup, Huang et al. 2020; its repository's inverse_sqrt_nowarmup scheduler):
+    lr * sqrt(P / (P + step)) with P = decay_period, which starts at lr and decays like the inverse square root.
     """
     if not warmup:
-        return lr * math.sqrt(warmup_updates / (warmup_updates + step))
+        return lr * math.sqrt(decay_period / (decay_period + step))
     if step < warmup_updates:
         return warmup_init_lr + (lr - warmup_init_lr) * step / warmup_updates
     return lr * math.sqrt(warmup_updates / max(step, 1))
