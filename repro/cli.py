@@ -30,6 +30,16 @@ def fail(message: str, code: int = 2):
     raise typer.Exit(code)
 
 
+def set_threads(threads: int | None) -> None:
+    """--threads, else $LNREPRO_THREADS (set by `calibrate`/`reproduce` for their jobs), else torch's default."""
+    threads = threads or int(os.environ.get("LNREPRO_THREADS", "0") or 0)
+    if threads < 0:
+        fail(f"--threads {threads}: expected a positive number")
+    if threads:
+        import torch
+        torch.set_num_threads(threads)
+
+
 def _version(value: bool):
     if value:
         print(f"lnrepro {__version__}")
@@ -98,7 +108,8 @@ def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. reci
           resume: bool = typer.Option(False, "--resume", help="Continue from the run directory's last checkpoint."),
           print_config: bool = typer.Option(False, "--print-config", help="Print the resolved recipe and exit."),
           root: Path = typer.Option(None, "--root", help="Prepared corpora (default data/ or $LNREPRO_DATA)."),
-          results: Path = typer.Option(Path("results"), "--results", help="Where run records are written.")):
+          results: Path = typer.Option(Path("results"), "--results", help="Where run records are written."),
+          threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default $LNREPRO_THREADS or all cores).")):
     """Train one table cell. Under torchrun, every process runs this command.
 
     Example: [bold]lnrepro train recipes/18L-18L-b2t.yaml --scale mini[/bold]
@@ -111,6 +122,7 @@ def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. reci
     if print_config:
         print(f"# {recipe} at scale {scale}\n" + dump_yaml(resolved.recipe), end="")
         return
+    set_threads(threads)
     from repro.results import write_record
     from repro.train.loop import train_run
     run_dir = run_dir or Path("runs") / f"{resolved.name.replace('/', '-')}-{scale}-s{resolved.recipe.train.seed}"
@@ -140,11 +152,13 @@ def run_record(run_dir: Path, status: dict, resolved, metrics: dict) -> dict:
 @app.command()
 def evaluate(run: Path = typer.Argument(..., help="A run directory written by `lnrepro train`."),
              root: Path = typer.Option(None, "--root", help="Prepared corpora (default data/ or $LNREPRO_DATA)."),
-             results: Path = typer.Option(Path("results"), "--results", help="Where run records are written.")):
+             results: Path = typer.Option(Path("results"), "--results", help="Where run records are written."),
+             threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default $LNREPRO_THREADS or all cores).")):
     """Average the last checkpoints, decode/score every test split, write metrics.json and the run's record.
 
     Example: [bold]lnrepro evaluate runs/6L-6L-b2t-mini-s1[/bold]
     """
+    set_threads(threads)
     from repro.eval.evaluate import evaluate_run, load_run
     from repro.results import write_record
     try:
@@ -216,7 +230,7 @@ def recipes(folder: Path = typer.Argument(Path("recipes"), help="Folder of recip
     from rich.table import Table
 
     from repro.config import SCALES, load_raw, resolve
-    files = sorted(p for p in folder.rglob("*.yaml") if "base" not in p.relative_to(folder).parts)
+    files = sorted(p for p in folder.rglob("*.yaml") if not {"base", "calibration"} & set(p.relative_to(folder).parts))
     if not files:
         fail(f"{folder}: no recipes found")
     t = Table(title=f"{len(files)} recipes in {folder}")
@@ -248,6 +262,56 @@ def claims(scale: str = typer.Option("mini", "--scale", help="Whose records to j
     """
     from repro.claims import print_claims
     print_claims(results, scale)
+
+
+CALIBRATION_TASKS = ("mt", "gigaword", "wikitext103", "librispeech")
+
+
+@app.command()
+def calibrate(task: str = typer.Argument(..., help=f"One of: {', '.join(CALIBRATION_TASKS)} (spec: recipes/calibration/TASK.yaml)."),
+              jobs: int = typer.Option(6, "--jobs", help="Runs at once."),
+              threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads per run (default: cores / jobs)."),
+              decide_only: bool = typer.Option(False, "--decide-only", help="Apply the rule to the committed records; run nothing."),
+              runs: Path = typer.Option(Path("runs/calibration"), "--runs", help="Where the calibration runs train."),
+              root: Path = typer.Option(None, "--root", help="Prepared corpora (default data/ or $LNREPRO_DATA)."),
+              results: Path = typer.Option(Path("results"), "--results", help="Folder of run records.")):
+    """Choose a task's mini regime on the two baselines alone: run the spec's grid, record it, apply the rule.
+
+    Example: [bold]lnrepro calibrate mt --jobs 6[/bold]
+    """
+    from repro import calibration
+    from repro.launch import default_threads, run_jobs
+    if task not in CALIBRATION_TASKS:
+        fail(f"calibrate {task!r}: unknown task (expected one of {', '.join(CALIBRATION_TASKS)})")
+    if jobs < 1:
+        fail(f"--jobs {jobs}: expected at least 1")
+    try:
+        spec = calibration.load_spec(Path("recipes/calibration") / f"{task}.yaml")
+    except RecipeError as e:
+        fail(str(e))
+    out_dir = results / spec.scale / "calibration" / task
+    if not decide_only:
+        todo = calibration.jobs(spec, runs / task, root or default_root())
+        console.print(f"{len(todo)} calibration runs to train ({len(spec.settings()) * 2 - len(todo)} already finished)")
+        done = run_jobs(todo, jobs, threads or default_threads(min(jobs, max(len(todo), 1))))
+        bad = [j.name for j in done if j.state != "done"]
+        if bad:
+            fail(f"calibration runs did not finish: {', '.join(bad)} (logs: {runs / task}/*/train.out)")
+        calibration.collect(spec, runs / task, out_dir)
+    if not (out_dir.is_dir() and any(out_dir.glob("*.log.jsonl"))):
+        fail(f"{out_dir}: no calibration records; run `lnrepro calibrate {task}` first")
+    decision = calibration.decide(spec, out_dir, out_dir / "curves.png")
+    from rich.table import Table
+    t = Table(title=f"Calibration of the {spec.scale} regime for {task} (rule: repro/calibration.py)")
+    for col in ("warmup", "lr", "converged at", "mean best valid NLL", "excluded"):
+        t.add_column(col)
+    for r in decision["settings"]:
+        t.add_row(str(r["warmup_updates"]), f"{r['lr']:g}", str(r["length"] or "—"),
+                  f"{r['mean_best_valid_nll']:.3f}" if r["mean_best_valid_nll"] else "—", r["excluded"])
+    console.print(t)
+    c = decision["choice"]
+    console.print(f"choice: warmup {c['warmup_updates']}, lr {c['lr']:g}, max_updates {c['max_updates']} "
+                  f"({out_dir / 'choice.json'})" if c else "no setting converged within the cap")
 
 
 def entry():

@@ -1,8 +1,14 @@
 """When a run has failed to train, decided the way the paper reports it (Fig. 1, Fig. 6: the loss stays high).
 
-A run fails when its loss is not finite, or when, after warmup, the loss has not improved over `window` updates
-while still far above where training started (above `stuck_fraction` of the first logged loss). A run that
-trains but lags others is not a failure here: the claims check compares runs.
+One rule, for every scale. A run fails when, at a logged update:
+- its loss is not finite;
+- its loss has exploded: above `explode_factor` times the first logged loss, i.e. far worse than the untrained
+  model it started as (a finite blow-up, such as 18L-18L B2T without LN reaching 20,000 nats per token);
+- after warmup, its loss has not improved by `min_improvement` (relative) over the last `window` updates while
+  still above `stuck_fraction` of the first logged loss (it never learned). The window is the recipe's
+  `train.divergence_window`, capped at a quarter of the run so that a short run can fail too, and never shorter
+  than ten logged losses.
+A run that trains but lags others is not a failure here: the claims check compares runs.
 """
 
 from __future__ import annotations
@@ -11,12 +17,18 @@ import math
 from dataclasses import dataclass, field
 
 
+def effective_window(divergence_window: int, max_updates: int, log_interval: int) -> int:
+    """The stuck-loss window: the recipe's, at most a quarter of the run, at least ten logged losses to judge by."""
+    return max(10 * log_interval, min(divergence_window, max_updates // 4))
+
+
 @dataclass
 class HealthMonitor:
     warmup_updates: int
     window: int
     stuck_fraction: float = 0.75
     min_improvement: float = 0.01
+    explode_factor: float = 2.0
     first_loss: float | None = None
     history: list[tuple[int, float]] = field(default_factory=list)
 
@@ -27,6 +39,9 @@ class HealthMonitor:
         if self.first_loss is None:
             self.first_loss = loss
         self.history.append((step, loss))
+        if loss > self.explode_factor * self.first_loss:
+            return (f"loss exploded to {loss:.3f} at update {step} (over {self.explode_factor:g} times the first "
+                    f"logged loss, {self.first_loss:.3f})")
         if step < self.warmup_updates + self.window:
             return None
         recent = [l for s, l in self.history if s > step - self.window]

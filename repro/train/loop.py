@@ -28,7 +28,7 @@ from repro.model.init import admin_profile, load_admin_profile, save_admin_profi
 from repro.progress import console, progress_bar
 from repro.results import git_commit, hardware, now
 from repro.train import checkpoint
-from repro.train.health import HealthMonitor
+from repro.train.health import HealthMonitor, effective_window
 from repro.train.optim import inverse_sqrt_lr, make_optimizer
 from repro.train.tasks import batch_loss, batch_tokens, open_split, to_device
 
@@ -100,7 +100,9 @@ def train_run(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: 
         raise ValueError(f"optim.gpus_per_update {r.optim.gpus_per_update} is not a multiple of the "
                          f"{d.world} processes")
     update_freq = r.optim.gpus_per_update // d.world
-    health = HealthMonitor(r.optim.warmup_updates if model.variant.warmup else 0, r.train.divergence_window)
+    health = HealthMonitor(r.optim.warmup_updates if model.variant.warmup else 0,
+                           effective_window(r.train.divergence_window, r.optim.max_updates,
+                                            r.train.log_interval))
     log_path, status_path = run_dir / "log.jsonl", run_dir / "status.json"
     step, epoch, position, elapsed_before = 0, 1, 0, 0.0
     ckpts = checkpoint.list_checkpoints(run_dir) if resume else []
@@ -216,6 +218,8 @@ def train_run(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: 
                 loss_now = loss_sum / max(ntokens, 1)
                 if not math.isfinite(loss_now):
                     failed = f"loss became {loss_now} at update {step}"
+                elif not math.isfinite(grad_norm) and scaler is None:  # fp16 skips such steps by design
+                    failed = f"gradient norm became {grad_norm} at update {step}"
                 if step % r.train.log_interval == 0 or failed:
                     dt = time.time() - window["time"]
                     row = {"step": step, "epoch": epoch, "lr": lr,

@@ -1,0 +1,257 @@
+"""Choosing the `mini` regime by a rule fixed before the runs, on the two standard baselines only.
+
+For one task, a checked-in spec (recipes/calibration/<task>.yaml) names the two shallow baseline recipes (Post-LN,
+Pre-LN), a grid of warmup lengths and learning rates, and a compute cap. Each grid setting is one long run per
+baseline with validation every `validate_interval` updates; the inverse-square-root schedule does not depend on the
+run length, so the curve up to any update L is the run of length L.
+
+The rule (`choose`):
+- a curve has converged at L when its best validation NLL up to L improved by less than `tolerance` (relative)
+  over the last `window_fraction` of [0, L];
+- a setting's length L_s is the first validation point after warmup at which both baselines have converged, if one
+  exists within the cap; a setting where a baseline's run failed or never converged is out;
+- the chosen setting has the lowest mean of the two baselines' best validation NLL up to L_s (ties: the shorter
+  L_s, then the smaller warmup). The regime is that setting and max_updates = L_s.
+B2T and the other methods are never read. The records and curves are written under results/<scale>/calibration/.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from repro.config import RecipeError, resolve
+from repro.results import atomic_write_text, git_commit, now
+
+
+@dataclass(frozen=True)
+class CalibrationSpec:
+    path: Path
+    task: str
+    scale: str
+    baselines: tuple[str, ...]
+    warmup_updates: tuple[int, ...]
+    lr: tuple[float, ...]
+    max_updates: int
+    validate_interval: int
+    window_fraction: float
+    tolerance: float
+
+    def settings(self) -> list[tuple[int, float]]:
+        return [(w, lr) for lr in self.lr for w in self.warmup_updates]
+
+
+SPEC_KEYS = {"task": str, "scale": str, "baselines": list, "warmup_updates": list, "lr": list, "max_updates": int,
+             "validate_interval": int, "window_fraction": float, "tolerance": float}
+
+
+def load_spec(path: Path) -> CalibrationSpec:
+    path = Path(path)
+    if not path.is_file():
+        raise RecipeError(f"{path}: calibration spec not found")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        raise RecipeError(f"{path}: not a valid YAML file ({type(e).__name__})") from None
+    if not isinstance(raw, dict):
+        raise RecipeError(f"{path}: top level must be a mapping of keys")
+    for key, tp in SPEC_KEYS.items():
+        if key not in raw:
+            raise RecipeError(f"{path}: {key}: missing")
+        ok = isinstance(raw[key], (int, float)) and not isinstance(raw[key], bool) if tp is float else \
+            isinstance(raw[key], tp) and not isinstance(raw[key], bool)
+        if not ok:
+            raise RecipeError(f"{path}: {key}: {raw[key]!r} is not {tp.__name__}")
+    unknown = set(raw) - set(SPEC_KEYS)
+    if unknown:
+        raise RecipeError(f"{path}: {sorted(unknown)[0]}: unknown key (expected one of {', '.join(SPEC_KEYS)})")
+    spec = CalibrationSpec(path, raw["task"], raw["scale"], tuple(raw["baselines"]),
+                           tuple(int(w) for w in raw["warmup_updates"]), tuple(float(x) for x in raw["lr"]),
+                           raw["max_updates"], raw["validate_interval"], float(raw["window_fraction"]),
+                           float(raw["tolerance"]))
+    if len(spec.baselines) != 2:
+        raise RecipeError(f"{path}: baselines: {list(spec.baselines)!r} must name the two baseline recipes")
+    if not spec.warmup_updates or any(w < 1 or w >= spec.max_updates for w in spec.warmup_updates):
+        raise RecipeError(f"{path}: warmup_updates: {list(spec.warmup_updates)!r} must lie in [1, max_updates)")
+    if not spec.lr or any(not (0 < x < 1) for x in spec.lr):
+        raise RecipeError(f"{path}: lr: {list(spec.lr)!r} must lie in (0, 1)")
+    if not 0 < spec.validate_interval <= spec.max_updates:
+        raise RecipeError(f"{path}: validate_interval: {spec.validate_interval} must lie in [1, max_updates]")
+    if not 0 < spec.window_fraction < 1 or not 0 < spec.tolerance < 1:
+        raise RecipeError(f"{path}: window_fraction and tolerance must lie in (0, 1)")
+    return spec
+
+
+def recipe_path(spec: CalibrationSpec, name: str) -> Path:
+    return spec.path.parent.parent / f"{name}.yaml"
+
+
+def label(name: str, warmup: int, lr: float) -> str:
+    return f"{name.replace('/', '-')}-w{warmup}-lr{lr:g}"
+
+
+def overrides(spec: CalibrationSpec, warmup: int, lr: float) -> list[str]:
+    return [f"optim.warmup_updates={warmup}", f"optim.lr={lr:g}", f"optim.max_updates={spec.max_updates}",
+            f"train.validate_interval={spec.validate_interval}", f"train.save_interval={spec.validate_interval * 4}",
+            "train.keep_last=1", f"train.divergence_window={spec.max_updates}"]
+
+
+def jobs(spec: CalibrationSpec, runs_dir: Path, data_root: Path) -> list:
+    """One `train` job per (baseline, setting); a finished run is skipped, an interrupted one resumes."""
+    from repro.launch import Job
+    out = []
+    for warmup, lr in spec.settings():
+        for name in spec.baselines:
+            run_dir = runs_dir / label(name, warmup, lr)
+            status = run_dir / "status.json"
+            if status.is_file() and json.loads(status.read_text()).get("status") in ("completed", "failed"):
+                continue
+            args = ["train", str(recipe_path(spec, name)), "--scale", spec.scale, "--run-dir", str(run_dir),
+                    "--results", str(runs_dir / "records"), "--root", str(data_root), "--resume"]
+            for item in overrides(spec, warmup, lr):
+                args += ["--set", item]
+            out.append(Job(label(name, warmup, lr), [args], run_dir / "train.out", run_dir, spec.max_updates))
+    return out
+
+
+# -- the rule -------------------------------------------------------------------------------------------------
+
+def best_until(curve: list[tuple[int, float]], length: int) -> float:
+    return min((v for s, v in curve if s <= length), default=math.inf)
+
+
+def converged(curve: list[tuple[int, float]], length: int, window_fraction: float, tolerance: float) -> bool:
+    """Best validation NLL up to `length` improved by less than `tolerance` over its last `window_fraction`."""
+    before, after = best_until(curve, length * (1 - window_fraction)), best_until(curve, length)
+    return math.isfinite(before) and math.isfinite(after) and before - after < tolerance * before
+
+
+def setting_length(curves: list[list[tuple[int, float]]], warmup: int, spec: CalibrationSpec) -> int | None:
+    """The first validation point after warmup where every curve has converged (None within the cap)."""
+    steps = sorted(set.intersection(*[{s for s, _ in c} for c in curves])) if curves else []
+    for step in steps:
+        if warmup < step <= spec.max_updates and all(
+                converged(c, step, spec.window_fraction, spec.tolerance) for c in curves):
+            return step
+    return None
+
+
+def choose(spec: CalibrationSpec, curves: dict[tuple[int, float], dict[str, list]],
+           failed: dict[tuple[int, float], list[str]]) -> dict:
+    """Apply the rule to every setting; returns each setting's outcome and the choice (None if no setting qualifies)."""
+    rows = []
+    for (warmup, lr) in spec.settings():
+        c = curves.get((warmup, lr), {})
+        row = {"warmup_updates": warmup, "lr": lr, "length": None, "mean_best_valid_nll": None,
+               "best_valid_nll": {}, "excluded": ""}
+        if failed.get((warmup, lr)):
+            row["excluded"] = "failed: " + ", ".join(failed[(warmup, lr)])
+        elif any(not c.get(b) for b in spec.baselines):
+            row["excluded"] = "not run"
+        else:
+            length = setting_length([c[b] for b in spec.baselines], warmup, spec)
+            if length is None:
+                row["excluded"] = f"not converged within {spec.max_updates} updates"
+            else:
+                best = {b: best_until(c[b], length) for b in spec.baselines}
+                row.update(length=length, best_valid_nll=best, mean_best_valid_nll=statistics.fmean(best.values()))
+        rows.append(row)
+    eligible = [r for r in rows if r["length"] is not None]
+    chosen = min(eligible, key=lambda r: (round(r["mean_best_valid_nll"], 6), r["length"], r["warmup_updates"]),
+                 default=None)
+    return {"settings": rows, "choice": None if chosen is None else
+            {"warmup_updates": chosen["warmup_updates"], "lr": chosen["lr"], "max_updates": chosen["length"]}}
+
+
+# -- records --------------------------------------------------------------------------------------------------
+
+def read_run(run_dir: Path) -> tuple[dict | None, list[dict]]:
+    status = json.loads((run_dir / "status.json").read_text()) if (run_dir / "status.json").is_file() else None
+    log = [json.loads(l) for l in (run_dir / "log.jsonl").read_text().splitlines()] \
+        if (run_dir / "log.jsonl").is_file() else []
+    return status, log
+
+
+def collect(spec: CalibrationSpec, runs_dir: Path, out_dir: Path) -> None:
+    """Copy each finished calibration run's record (with provenance) and its training log into out_dir."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for warmup, lr in spec.settings():
+        for name in spec.baselines:
+            status, log = read_run(runs_dir / label(name, warmup, lr))
+            if status is None or status.get("status") not in ("completed", "failed"):
+                continue
+            resolved = resolve(recipe_path(spec, name), spec.scale, overrides(spec, warmup, lr))
+            record = {"recipe": str(recipe_path(spec, name)), "recipe_name": name, "recipe_hash": resolved.hash(),
+                      "overrides": resolved.overrides, "scale": spec.scale, "task": spec.task,
+                      "seed": status["seed"], "warmup_updates": warmup, "lr": lr, **{
+                          k: status.get(k) for k in ("commit", "hardware", "started", "duration_s", "status",
+                                                     "reason", "step")}}
+            base = label(name, warmup, lr)
+            atomic_write_text(out_dir / f"{base}.json", json.dumps(record, indent=2, sort_keys=True) + "\n")
+            atomic_write_text(out_dir / f"{base}.log.jsonl", "".join(json.dumps(r) + "\n" for r in log))
+
+
+def load_curves(spec: CalibrationSpec, out_dir: Path):
+    curves: dict = {}
+    failed: dict = {}
+    for warmup, lr in spec.settings():
+        for name in spec.baselines:
+            base = label(name, warmup, lr)
+            if not (out_dir / f"{base}.json").is_file():
+                continue
+            record = json.loads((out_dir / f"{base}.json").read_text())
+            rows = [json.loads(l) for l in (out_dir / f"{base}.log.jsonl").read_text().splitlines()]
+            curve = [(r["step"], r["valid_nll"]) for r in rows if "valid_nll" in r and math.isfinite(r["valid_nll"])]
+            curves.setdefault((warmup, lr), {})[name] = curve
+            if record["status"] == "failed":
+                failed.setdefault((warmup, lr), []).append(f"{name} ({record['reason']})")
+    return curves, failed
+
+
+def decide(spec: CalibrationSpec, out_dir: Path, png: Path) -> dict:
+    """The rule applied to the committed records: writes choice.json and the curves PNG; returns the decision."""
+    curves, failed = load_curves(spec, out_dir)
+    decision = choose(spec, curves, failed)
+    decision.update({"task": spec.task, "scale": spec.scale, "spec": str(spec.path), "baselines": list(spec.baselines),
+                     "rule": {"window_fraction": spec.window_fraction, "tolerance": spec.tolerance,
+                              "cap": spec.max_updates},
+                     "decided": now(), "commit": git_commit()})
+    atomic_write_text(out_dir / "choice.json", json.dumps(decision, indent=2) + "\n")
+    plot(spec, curves, decision, png)
+    return decision
+
+
+def plot(spec: CalibrationSpec, curves: dict, decision: dict, png: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from repro.figures.output import save_figure
+    fig, axes = plt.subplots(1, len(spec.baselines), figsize=(6 * len(spec.baselines), 4.2), sharey=True)
+    rows = {(r["warmup_updates"], r["lr"]): r for r in decision["settings"]}
+    for ax, name in zip(axes, spec.baselines):
+        for setting in spec.settings():
+            curve = curves.get(setting, {}).get(name)
+            if not curve:
+                continue
+            xs, ys = zip(*curve)
+            line, = ax.plot(xs, ys, label=f"warmup {setting[0]}, lr {setting[1]:g}")
+            length = rows[setting]["length"]
+            if length is not None:
+                ax.axvline(length, color=line.get_color(), linestyle=":", linewidth=1)
+        ax.set_title(name)
+        ax.set_xlabel("updates")
+        ax.set_ylabel("validation NLL (nats)")
+        ax.legend(fontsize=8)
+    c = decision["choice"]
+    chosen = (f"chosen: warmup {c['warmup_updates']}, lr {c['lr']:g}, {c['max_updates']} updates" if c
+              else "no setting converged within the cap")
+    fig.suptitle(f"Calibration of the {spec.scale} regime, {spec.task}: validation NLL of the baselines "
+                 f"(dotted: where both converged)\n{chosen}", fontsize=9)
+    fig.tight_layout()
+    save_figure(fig, png, None, {})

@@ -1,0 +1,129 @@
+"""Run several `lnrepro` commands at once on one machine: separate processes, the cores divided among them.
+
+Each job is a list of `lnrepro` arguments run as `python -m repro.cli ...` with its own log file and thread count
+(LNREPRO_THREADS, OMP_NUM_THREADS). A rich live view shows each job's state and, when the job names a run
+directory, its latest update and loss from the run's log.jsonl. Ctrl-C stops every job; their checkpoints stay,
+so running the same jobs again resumes them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from repro.progress import console
+
+
+@dataclass
+class Job:
+    name: str
+    steps: list[list[str]]
+    """`lnrepro` argument lists run one after the other (e.g. train then evaluate); a failing step ends the job."""
+    log: Path
+    run_dir: Path | None = None
+    total_updates: int = 0
+    state: str = "queued"
+    returncode: int | None = None
+    started: float = 0.0
+    finished: float = 0.0
+    _proc: subprocess.Popen | None = field(default=None, repr=False)
+    _step: int = 0
+
+
+def default_threads(jobs: int) -> int:
+    """Cores divided among the jobs that run at once, at least one each."""
+    return max(1, (os.cpu_count() or 1) // max(jobs, 1))
+
+
+def _progress(job: Job) -> tuple[str, str]:
+    """(update, loss) from the newest training row of the job's run log."""
+    if job.run_dir is None or not (job.run_dir / "log.jsonl").is_file():
+        return "", ""
+    try:
+        with open(job.run_dir / "log.jsonl", "rb") as f:
+            f.seek(max(0, os.path.getsize(job.run_dir / "log.jsonl") - 4096))
+            lines = f.read().decode("utf-8", "replace").splitlines()
+        row = next(json.loads(l) for l in reversed(lines[1:] or lines) if '"loss"' in l)
+        total = f"/{job.total_updates}" if job.total_updates else ""
+        return f"{row['step']}{total}", f"{row['loss']:.3f}"
+    except (StopIteration, ValueError, KeyError, OSError):
+        return "", ""
+
+
+def _view(jobs: list[Job]):
+    from rich.table import Table
+    t = Table(title=f"{sum(j.state == 'done' for j in jobs)}/{len(jobs)} jobs done", expand=False)
+    for col in ("job", "state", "update", "loss", "time"):
+        t.add_column(col, no_wrap=True)
+    for j in jobs:
+        update, loss = _progress(j) if j.state in ("running", "done", "failed") else ("", "")
+        spent = (j.finished or time.time()) - j.started if j.started else 0
+        colour = {"done": "green", "failed": "red", "running": "cyan"}.get(j.state, "dim")
+        t.add_row(j.name, f"[{colour}]{j.state}[/]", update, loss, f"{spent / 60:.1f} min" if spent else "")
+    return t
+
+
+def _start_step(job: Job, threads: int) -> None:
+    env = dict(os.environ, LNREPRO_THREADS=str(threads), OMP_NUM_THREADS=str(threads),
+               MKL_NUM_THREADS=str(threads), LNREPRO_QUIET="1")
+    job.log.parent.mkdir(parents=True, exist_ok=True)
+    with open(job.log, "a") as log:
+        log.write(f"$ lnrepro {' '.join(job.steps[job._step])}\n")
+        log.flush()
+        job._proc = subprocess.Popen([sys.executable, "-m", "repro.cli", *job.steps[job._step]], stdout=log,
+                                     stderr=subprocess.STDOUT, env=env, start_new_session=True)
+
+
+def run_jobs(jobs: list[Job], parallel: int, threads: int, poll_s: float = 2.0) -> list[Job]:
+    """Run the jobs, at most `parallel` at once; returns them with state done/failed and their return codes."""
+    from rich.live import Live
+
+    pending = [j for j in jobs if j.state == "queued"]
+    running: list[Job] = []
+    quiet = bool(os.environ.get("LNREPRO_QUIET")) or not console.is_terminal
+    live = None if quiet else Live(_view(jobs), console=console, refresh_per_second=1)
+    try:
+        if live:
+            live.start()
+        while pending or running:
+            while pending and len(running) < parallel:
+                job = pending.pop(0)
+                job.state, job.started = "running", time.time()
+                _start_step(job, threads)
+                running.append(job)
+                if quiet:
+                    console.print(f"started {job.name} (log {job.log})")
+            time.sleep(poll_s)
+            for job in list(running):
+                code = job._proc.poll()
+                if code is None:
+                    continue
+                if code == 0 and job._step + 1 < len(job.steps):
+                    job._step += 1
+                    _start_step(job, threads)
+                    continue
+                job.returncode, job.finished = code, time.time()
+                job.state = "done" if code == 0 else "failed"
+                running.remove(job)
+                if quiet:
+                    console.print(f"{job.state} {job.name} ({(job.finished - job.started) / 60:.1f} min)")
+            if live:
+                live.update(_view(jobs))
+    except KeyboardInterrupt:
+        for job in running:  # the whole process group: a job's own children stop too
+            os.killpg(job._proc.pid, signal.SIGTERM)
+        for job in running:
+            job._proc.wait()
+            job.state = "stopped"
+        console.print("stopped; run the same command again to resume from the checkpoints")
+        raise
+    finally:
+        if live:
+            live.stop()
+    return jobs

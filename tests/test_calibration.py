@@ -1,0 +1,97 @@
+"""The mini-regime calibration: the rule at its edges, and the whole grid on tiny data through real processes."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from repro import calibration
+from repro.calibration import CalibrationSpec, choose, converged, setting_length
+from repro.config import RecipeError
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def spec(**kw):
+    base = dict(path=Path("recipes/calibration/x.yaml"), task="mt", scale="mini", baselines=("a", "b"),
+                warmup_updates=(400, 1000), lr=(1e-3,), max_updates=5000, validate_interval=500,
+                window_fraction=0.2, tolerance=0.01)
+    base.update(kw)
+    return CalibrationSpec(**base)
+
+
+def plateau(start: float, floor: float, until: int, cap: int = 5000, every: int = 500):
+    """Falls linearly from `start` to `floor` at update `until`, flat after."""
+    return [(s, floor if s >= until else start - (start - floor) * s / until) for s in range(every, cap + 1, every)]
+
+
+def test_converged_edges():
+    curve = [(1000, 5.0), (2000, 4.0), (3000, 3.99), (4000, 3.985), (5000, 3.98)]
+    assert converged(curve, 5000, 0.2, 0.01)        # 3.985 -> 3.98 over the last fifth: under 1%
+    assert not converged(curve, 2000, 0.2, 0.01)    # 5.0 -> 4.0
+    assert not converged([(500, 3.0)], 500, 0.2, 0.01)  # nothing before the window: cannot tell
+    rising = [(1000, 4.0), (2000, 3.0), (3000, 3.5), (4000, 3.8)]
+    assert converged(rising, 4000, 0.2, 0.01)       # best stopped improving (over-fitting counts as a plateau)
+
+
+def test_length_is_first_point_after_warmup_where_both_converged():
+    s = spec()
+    a, b = plateau(6, 3, 2000), plateau(6, 3.2, 3500)
+    assert setting_length([a, b], 400, s) == 4500   # b flat from 3500; its last fifth at 4500 starts at 3600
+    assert setting_length([a, plateau(6, 3, 9999)], 400, s) is None
+
+
+def test_choice_lowest_mean_best_nll_failed_and_unconverged_excluded():
+    s = spec(warmup_updates=(400, 1000, 2000))
+    curves = {(400, 1e-3): {"a": plateau(6, 3.5, 1500), "b": plateau(6, 3.4, 1500)},
+              (1000, 1e-3): {"a": plateau(6, 3.1, 2500), "b": plateau(6, 3.0, 2500)},
+              (2000, 1e-3): {"a": plateau(6, 2.0, 9999), "b": plateau(6, 2.0, 2500)}}  # never converges: out
+    d = choose(s, curves, {})
+    assert d["choice"] == {"warmup_updates": 1000, "lr": 1e-3, "max_updates": 3500}
+    assert d["settings"][2]["excluded"].startswith("not converged")
+    d = choose(s, curves, {(1000, 1e-3): ["a (loss became nan)"]})
+    assert d["choice"]["warmup_updates"] == 400 and d["settings"][1]["excluded"].startswith("failed")
+    assert choose(s, {}, {})["choice"] is None
+
+
+def test_spec_errors_are_one_line(tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_text("task: mt\n")
+    with pytest.raises(RecipeError, match="scale: missing"):
+        calibration.load_spec(p)
+    text = (REPO / "recipes/calibration/mt.yaml").read_text()
+    p.write_text(text.replace("warmup_updates: [400, 1000, 2000]", "warmup_updates: [400, 9000]"))
+    with pytest.raises(RecipeError, match=r"warmup_updates: \[400, 9000\] must lie in \[1, max_updates\)"):
+        calibration.load_spec(p)
+    for task in ("mt", "gigaword", "wikitext103", "librispeech"):
+        s = calibration.load_spec(REPO / f"recipes/calibration/{task}.yaml")
+        assert set(s.warmup_updates) >= {400, 1000, 2000} and s.lr == (1e-3,)
+        assert all("b2t" not in b and ("post_ln" in b or "pre_ln" in b) for b in s.baselines)
+
+
+def test_calibration_grid_on_tiny_data(tiny_root, tmp_path):
+    """Four real runs (two baselines x two warmups) in two processes at once, then the records and the decision."""
+    recipes = tmp_path / "recipes"
+    (recipes / "calibration").mkdir(parents=True)
+    (recipes / "base").symlink_to(REPO / "recipes/base")
+    for name in ("6L-6L-post_ln", "6L-6L-pre_ln"):
+        (recipes / f"{name}.yaml").symlink_to(REPO / f"recipes/{name}.yaml")
+    path = recipes / "calibration/tiny.yaml"
+    path.write_text("task: mt\nscale: tiny\nbaselines: [6L-6L-post_ln, 6L-6L-pre_ln]\nwarmup_updates: [2, 4]\n"
+                    "lr: [0.001]\nmax_updates: 12\nvalidate_interval: 2\nwindow_fraction: 0.2\ntolerance: 0.5\n")
+    s = calibration.load_spec(path)
+    from repro.launch import run_jobs
+    jobs = calibration.jobs(s, tmp_path / "runs", tiny_root)
+    assert len(jobs) == 4
+    done = run_jobs(jobs, parallel=2, threads=1, poll_s=0.2)
+    assert [j.state for j in done] == ["done"] * 4, [j.log.read_text()[-500:] for j in done]
+    assert calibration.jobs(s, tmp_path / "runs", tiny_root) == []  # finished runs are not run again
+    out = tmp_path / "results/tiny/calibration/mt"
+    calibration.collect(s, tmp_path / "runs", out)
+    record = json.loads((out / "6L-6L-post_ln-w2-lr0.001.json").read_text())
+    assert record["status"] == "completed" and record["warmup_updates"] == 2 and record["commit"]
+    assert "optim.warmup_updates=2" in record["overrides"] and record["hardware"]["device"]
+    decision = calibration.decide(s, out, out / "curves.png")
+    assert (out / "curves.png").stat().st_size > 0 and (out / "choice.json").is_file()
+    assert {r["warmup_updates"] for r in decision["settings"]} == {2, 4}
+    assert not list((tmp_path / "results").rglob("seed*.json"))  # the grid never writes a table record
