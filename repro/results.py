@@ -19,6 +19,10 @@ RESULTS_DIR = Path(os.environ.get("LNREPRO_RESULTS", "results"))
 
 
 def git_commit() -> str:
+    """HEAD (with -dirty for uncommitted changes); for a copied tree without .git, $LNREPRO_COMMIT names it."""
+    given = os.environ.get("LNREPRO_COMMIT", "")
+    if given and not (Path(__file__).resolve().parents[1] / ".git").exists():
+        return given
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
                              cwd=Path(__file__).resolve().parent)
