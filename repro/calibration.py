@@ -12,6 +12,9 @@ The rule (`choose`):
   exists within the cap; a setting where a baseline's run failed or never converged is out;
 - the chosen setting has the lowest mean of the two baselines' best validation NLL up to L_s (ties: the shorter
   L_s, then the smaller warmup). The regime is that setting and max_updates = L_s.
+- if no setting converges within the cap, there is no choice; the provisional regime is then the setting whose
+  baselines have the lowest mean best validation NLL at the cap, with max_updates = the cap, marked as not
+  converged (the cap was too small: calibrate again with a larger one).
 B2T and the other methods are never read. The records and curves are written under results/<scale>/calibration/.
 """
 
@@ -164,8 +167,23 @@ def choose(spec: CalibrationSpec, curves: dict[tuple[int, float], dict[str, list
     eligible = [r for r in rows if r["length"] is not None]
     chosen = min(eligible, key=lambda r: (round(r["mean_best_valid_nll"], 6), r["length"], r["warmup_updates"]),
                  default=None)
+    at_cap = None
+    if chosen is None:
+        ran = [(statistics.fmean(best_until(curves[k][b], spec.max_updates) for b in spec.baselines), k)
+               for k in spec.settings() if not failed.get(k) and all(curves.get(k, {}).get(b) for b in spec.baselines)]
+        if ran:
+            mean, (warmup, lr) = min(ran, key=lambda x: (round(x[0], 6), x[1][0]))
+            at_cap = {"warmup_updates": warmup, "lr": lr, "max_updates": spec.max_updates,
+                      "mean_best_valid_nll": mean, "converged": False}
     return {"settings": rows, "choice": None if chosen is None else
-            {"warmup_updates": chosen["warmup_updates"], "lr": chosen["lr"], "max_updates": chosen["length"]}}
+            {"warmup_updates": chosen["warmup_updates"], "lr": chosen["lr"], "max_updates": chosen["length"]},
+            "provisional": at_cap}
+
+
+def regime(decision: dict) -> dict | None:
+    """The regime the mini recipes use: the rule's choice, else the provisional one at the cap."""
+    c = decision.get("choice") or decision.get("provisional")
+    return None if c is None else {k: c[k] for k in ("warmup_updates", "lr", "max_updates")}
 
 
 # -- records --------------------------------------------------------------------------------------------------
@@ -248,9 +266,10 @@ def plot(spec: CalibrationSpec, curves: dict, decision: dict, png: Path) -> None
         ax.set_xlabel("updates")
         ax.set_ylabel("validation NLL (nats)")
         ax.legend(fontsize=8)
-    c = decision["choice"]
-    chosen = (f"chosen: warmup {c['warmup_updates']}, lr {c['lr']:g}, {c['max_updates']} updates" if c
-              else "no setting converged within the cap")
+    c, p = decision["choice"], decision.get("provisional")
+    chosen = (f"chosen: warmup {c['warmup_updates']}, lr {c['lr']:g}, {c['max_updates']} updates" if c else
+              f"no setting converged within the cap; provisional: warmup {p['warmup_updates']}, lr {p['lr']:g}, "
+              f"{p['max_updates']} updates (lowest mean at the cap)" if p else "no setting converged within the cap")
     fig.suptitle(f"Calibration of the {spec.scale} regime, {spec.task}: validation NLL of the baselines "
                  f"(dotted: where both converged)\n{chosen}", fontsize=9)
     fig.tight_layout()

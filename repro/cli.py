@@ -309,9 +309,14 @@ def calibrate(task: str = typer.Argument(..., help=f"One of: {', '.join(CALIBRAT
         t.add_row(str(r["warmup_updates"]), f"{r['lr']:g}", str(r["length"] or "—"),
                   f"{r['mean_best_valid_nll']:.3f}" if r["mean_best_valid_nll"] else "—", r["excluded"])
     console.print(t)
-    c = decision["choice"]
-    console.print(f"choice: warmup {c['warmup_updates']}, lr {c['lr']:g}, max_updates {c['max_updates']} "
-                  f"({out_dir / 'choice.json'})" if c else "no setting converged within the cap")
+    c, p = decision["choice"], decision["provisional"]
+    if c:
+        console.print(f"choice: warmup {c['warmup_updates']}, lr {c['lr']:g}, max_updates {c['max_updates']} "
+                      f"({out_dir / 'choice.json'})")
+    else:
+        console.print("no setting converged within the cap" + (
+            f"; provisional (lowest mean best NLL at the cap): warmup {p['warmup_updates']}, lr {p['lr']:g}, "
+            f"max_updates {p['max_updates']}; calibrate again with a larger cap" if p else ""))
 
 
 def entry():

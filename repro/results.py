@@ -19,9 +19,10 @@ RESULTS_DIR = Path(os.environ.get("LNREPRO_RESULTS", "results"))
 
 
 def git_commit() -> str:
-    """HEAD (with -dirty for uncommitted changes); for a copied tree without .git, $LNREPRO_COMMIT names it."""
+    """HEAD (with -dirty for uncommitted changes), or $LNREPRO_COMMIT when set: a tree copied to another machine
+    may carry a stale .git, so the launcher of such a run names the commit it copied."""
     given = os.environ.get("LNREPRO_COMMIT", "")
-    if given and not (Path(__file__).resolve().parents[1] / ".git").exists():
+    if given:
         return given
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,

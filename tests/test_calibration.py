@@ -95,3 +95,21 @@ def test_calibration_grid_on_tiny_data(tiny_root, tmp_path):
     assert (out / "curves.png").stat().st_size > 0 and (out / "choice.json").is_file()
     assert {r["warmup_updates"] for r in decision["settings"]} == {2, 4}
     assert not list((tmp_path / "results").rglob("seed*.json"))  # the grid never writes a table record
+
+
+@pytest.mark.parametrize("task", ["mt", "gigaword", "wikitext103", "librispeech"])
+def test_mini_recipes_use_the_recorded_regime(task):
+    """Every variant and depth of a calibrated task trains with the recorded regime (T-Fixup: its own lr, no warmup)."""
+    from repro.config import resolve
+    choice = REPO / f"results/mini/calibration/{task}/choice.json"
+    if not choice.is_file():
+        pytest.skip(f"{task}: not calibrated yet")
+    regime = calibration.regime(json.loads(choice.read_text()))
+    folder = {"mt": "", "gigaword": "gigaword/", "wikitext103": "wikitext103/", "librispeech": "librispeech/"}[task]
+    paths = [p for p in (REPO / "recipes" / folder).glob("*.yaml")]
+    assert paths
+    for path in paths:
+        o = resolve(path, "mini").recipe.optim
+        assert (o.warmup_updates, o.max_updates) == (regime["warmup_updates"], regime["max_updates"]), path
+        if "t_fixup" not in path.name:
+            assert o.lr == regime["lr"], path
