@@ -27,7 +27,7 @@ def git_commit() -> str:
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
                              cwd=Path(__file__).resolve().parent)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!results"], capture_output=True,
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ":/", ":(top,exclude)results"], capture_output=True,
                                text=True, timeout=10, cwd=Path(__file__).resolve().parent).stdout.strip()
         return out.stdout.strip() + ("-dirty" if dirty else "") if out.returncode == 0 else "unknown"
     except (OSError, subprocess.SubprocessError):
