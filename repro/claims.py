@@ -1,23 +1,31 @@
 """The paper's findings as a fixed, cited list, each judged against results/ at one scale.
 
-Verdicts: reproduced / not reproduced / not run. A claim rests on named cells (recipe names below recipes/); a
-cell's value is the mean over its seeds, and the range over seeds is shown beside it.
+Verdicts: reproduced / not reproduced / inconclusive / not run. A claim rests on named cells (recipe names below
+recipes/) and reads only records of the current recipes (`repro.results.current_records`). A cell's value is the
+mean over its completed seeds; a failed seed is never a number. A comparison is inconclusive when it rests on one
+seed or when the seed ranges of the compared cells overlap. The analysis claims (Figures 3 and 5) read the
+committed figure data.
 """
 
 from __future__ import annotations
 
+import json
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from repro.results import load_records
+from repro.results import current_records
+
+VERDICTS = ("reproduced", "not reproduced", "inconclusive", "not run")
 
 
 @dataclass(frozen=True)
 class Claim:
     text: str
     source: str
-    kind: str            # "better": a beats b; "fails": a's training failed; "trains": a completed; "close": |a-b| <= tol
+    kind: str
+    """better: a beats b; better_all: a beats every cell in b; close: |a - b| <= tolerance; fails: a's training
+    failed; trains: a completed; figure3 / figure5: read from the committed figure data."""
     a: str
     b: str = ""
     metric: tuple = ()   # path into metrics
@@ -36,6 +44,8 @@ CLAIMS = [
     Claim("18L-18L MT: Post-LN training fails", "Table 1, Fig. 1", "fails", "18L-18L-post_ln", "18L-18L-b2t", BLEU),
     Claim("18L-18L MT: B2T trains", "Table 1, Fig. 1", "trains", "18L-18L-b2t"),
     Claim("18L-18L MT: B2T > Pre-LN on BLEU", "Table 1", "better", "18L-18L-b2t", "18L-18L-pre_ln", BLEU),
+    Claim("MT: 18L-18L B2T > 6L-6L B2T on BLEU (deeper is better)", "Table 1", "better", "18L-18L-b2t",
+          "6L-6L-b2t", BLEU),
     Claim("60L-12L MT: Post-LN training fails", "Table 1", "fails", "60L-12L-post_ln", "60L-12L-b2t", BLEU),
     Claim("60L-12L MT: B2T > Pre-LN on BLEU", "Table 1", "better", "60L-12L-b2t", "60L-12L-pre_ln", BLEU),
     Claim("6L-6L MT: B2T w/o LN within 0.5 BLEU of B2T", "Table 9", "close", "6L-6L-b2t_noln", "6L-6L-b2t", BLEU,
@@ -51,14 +61,21 @@ CLAIMS = [
     Claim("16L LM: Post-LN training fails", "Table 3", "fails", "wikitext103/16L-post_ln"),
     Claim("16L LM: B2T < Pre-LN test perplexity", "Table 3", "better", "wikitext103/16L-b2t", "wikitext103/16L-pre_ln",
           ("splits", "test", "perplexity"), higher_is_better=False),
-    Claim("6L-6L ASR: Post-LN < Pre-LN test-other WER", "Table 4", "better", "librispeech/6L-6L-post_ln",
-          "librispeech/6L-6L-pre_ln", WER_TEST, higher_is_better=False, or_metric=WER_MINI_TEST),
-    Claim("6L-6L ASR: B2T < Pre-LN test-other WER", "Table 4", "better", "librispeech/6L-6L-b2t",
+    Claim("6L-6L ASR: Post-LN < Pre-LN test WER (test-other at paper scale)", "Table 4", "better",
+          "librispeech/6L-6L-post_ln", "librispeech/6L-6L-pre_ln", WER_TEST, higher_is_better=False,
+          or_metric=WER_MINI_TEST),
+    Claim("6L-6L ASR: B2T < Pre-LN test WER (test-other at paper scale)", "Table 4", "better", "librispeech/6L-6L-b2t",
           "librispeech/6L-6L-pre_ln", WER_TEST, higher_is_better=False, or_metric=WER_MINI_TEST),
     Claim("12L-6L ASR: Post-LN training fails", "Table 4", "fails", "librispeech/12L-6L-post_ln"),
-    Claim("12L-6L ASR: B2T < Pre-LN test-other WER", "Table 4", "better", "librispeech/12L-6L-b2t",
-          "librispeech/12L-6L-pre_ln", WER_TEST, higher_is_better=False, or_metric=WER_MINI_TEST),
+    Claim("12L-6L ASR: B2T < Pre-LN test WER (test-other at paper scale)", "Table 4", "better",
+          "librispeech/12L-6L-b2t", "librispeech/12L-6L-pre_ln", WER_TEST, higher_is_better=False,
+          or_metric=WER_MINI_TEST),
+    Claim("18L-18L at init: Post-LN's decoder gradient norm vanishes toward the bottom (top/bottom > 10), "
+          "B2T's far less (under a fifth of Post-LN's ratio)", "Fig. 3", "figure3", "figure3.json"),
+    Claim("Trained 6L-6L: Pre-LN's layer outputs are more similar to each other than Post-LN's "
+          "(mean off-diagonal cosine, encoder and decoder)", "Fig. 5", "figure5", "figure5_{scale}.json"),
 ]
+FIG3_VANISH, FIG3_B2T_SHARE = 10.0, 0.2
 
 
 def _lookup(metrics: dict, path: tuple):
@@ -73,63 +90,133 @@ def _cell(records: dict[str, list[dict]], name: str, metric: tuple, or_metric: t
         return None
     values = []
     for r in recs:
-        v = _lookup(r["metrics"], metric)
+        v = _lookup(r.get("metrics") or {}, metric)
         if v is None and or_metric:
-            v = _lookup(r["metrics"], or_metric)
+            v = _lookup(r.get("metrics") or {}, or_metric)
         if r["status"] == "completed" and metric and isinstance(v, (int, float)):
-            values.append(v)
+            values.append(float(v))
     return {"failed": sum(r["status"] == "failed" for r in recs), "n": len(recs), "values": values,
             "mean": statistics.fmean(values) if values else None}
 
 
-def judge(claim: Claim, records: dict[str, list[dict]]) -> tuple[str, str]:
+def _show(name: str, c: dict) -> str:
+    if c["mean"] is None:
+        return f"{name}: training failed ({c['failed']}/{c['n']} seeds)" if c["failed"] else f"{name}: not evaluated"
+    seeds = (f"seeds {min(c['values']):.2f}-{max(c['values']):.2f}" if len(c["values"]) > 1 else "1 seed")
+    failed = f", {c['failed']} failed" if c["failed"] else ""
+    return f"{name} {c['mean']:.2f} ({seeds}{failed})"
+
+
+def _judge_run(claim: Claim, records) -> tuple[str, str]:
     a = _cell(records, claim.a, claim.metric, claim.or_metric)
-    if claim.kind in ("fails", "trains"):
-        if a is None:
-            return "not run", claim.a
-        failed = a["failed"] * 2 > a["n"]
-        ok = failed if claim.kind == "fails" else not failed
-        detail = f"{claim.a}: {a['failed']}/{a['n']} seeds failed"
-        if claim.kind == "fails" and not failed and claim.b:
-            # Trained to the end: say how far it lags the method the paper says trains (DESIGN section 5).
-            other = _cell(records, claim.b, claim.metric, claim.or_metric)
-            if other and other["mean"] is not None and a["mean"] is not None:
-                detail += f"; it trains but reaches {a['mean']:.2f} against {claim.b} {other['mean']:.2f}"
-        return ("reproduced" if ok else "not reproduced"), detail
-    others = claim.b.split(",")
-    cells = [_cell(records, b, claim.metric, claim.or_metric) for b in others]
-    if a is None or any(c is None for c in cells):
-        return "not run", ", ".join([claim.a, *others])
-    if a["mean"] is None or any(c["mean"] is None for c in cells):
-        return "not run", "a cell has no evaluated seed"
-    sign = 1 if claim.higher_is_better else -1
-    if claim.kind == "close":
-        ok = abs(a["mean"] - cells[0]["mean"]) <= claim.tolerance
-    else:
-        strict = ">=" not in claim.text and "<=" not in claim.text
-        ok = all(sign * (a["mean"] - c["mean"]) > 0 or (not strict and a["mean"] == c["mean"]) for c in cells)
-    show = lambda name, c: f"{name} {c['mean']:.2f}" + (
-        f" (seeds range {min(c['values']):.2f}-{max(c['values']):.2f})" if len(c["values"]) > 1 else " (1 seed)")
-    detail = show(claim.a, a) + " vs " + ", ".join(show(b, c) for b, c in zip(others, cells))
+    if a is None:
+        return "not run", f"no records of the current recipe: {claim.a}"
+    failed = a["failed"] * 2 > a["n"]
+    detail = f"{claim.a}: {a['failed']}/{a['n']} seeds failed"
+    if claim.kind == "fails" and not failed and claim.b:
+        # Trained to the end: say how far it lags the method the paper says trains (DESIGN section 5).
+        other = _cell(records, claim.b, claim.metric, claim.or_metric)
+        if other and other["mean"] is not None and a["mean"] is not None:
+            detail += f"; it trains but reaches {a['mean']:.2f} against {claim.b} {other['mean']:.2f}"
+    if a["n"] < 2:
+        return "inconclusive", detail + " (1 seed)"
+    ok = failed if claim.kind == "fails" else not failed
     return ("reproduced" if ok else "not reproduced"), detail
 
 
+def _judge_compare(claim: Claim, records) -> tuple[str, str]:
+    others = claim.b.split(",")
+    a = _cell(records, claim.a, claim.metric, claim.or_metric)
+    cells = [_cell(records, b, claim.metric, claim.or_metric) for b in others]
+    if a is None or any(c is None for c in cells):
+        missing = [n for n, c in zip([claim.a, *others], [a, *cells]) if c is None]
+        return "not run", "no records of the current recipe: " + ", ".join(missing)
+    detail = _show(claim.a, a) + " vs " + ", ".join(_show(b, c) for b, c in zip(others, cells))
+    if min(c["n"] for c in [a, *cells]) < 2:
+        return "inconclusive", detail
+    if a["mean"] is None:  # the claimed-better method failed (or was never scored): never a number
+        return ("not reproduced" if a["failed"] else "not run"), detail
+    unscored = [c for c in cells if c["mean"] is None]
+    if unscored:
+        if any(not c["failed"] for c in unscored):
+            return "not run", detail
+        return ("not reproduced" if claim.kind == "close" else "reproduced"), detail  # it beat a failed run
+    if claim.kind == "close":
+        return ("reproduced" if abs(a["mean"] - cells[0]["mean"]) <= claim.tolerance else "not reproduced"), detail
+    sign = 1 if claim.higher_is_better else -1
+    overlap = any(min(a["values"]) <= max(c["values"]) and min(c["values"]) <= max(a["values"]) for c in cells)
+    if overlap:
+        return "inconclusive", detail + "; seed ranges overlap"
+    ok = all(sign * (a["mean"] - c["mean"]) > 0 for c in cells)
+    return ("reproduced" if ok else "not reproduced"), detail
+
+
+def _mean_offdiag(m: list[list[float]]) -> float:
+    n = len(m)
+    return statistics.fmean(m[i][j] for i in range(n) for j in range(n) if i != j)
+
+
+def _judge_figure(claim: Claim, figures_dir: Path, scale: str) -> tuple[str, str]:
+    path = figures_dir / claim.a.format(scale=scale)
+    if not path.is_file():
+        return "not run", f"{path} missing (lnrepro figure {claim.kind[-1]} --json {path})"
+    data = json.loads(path.read_text())
+    if claim.kind == "figure3":
+        ratio = {v: data[v]["decoder"][-1] / data[v]["decoder"][0] for v in ("post_ln", "b2t")}
+        ok = ratio["post_ln"] > FIG3_VANISH and ratio["b2t"] < FIG3_B2T_SHARE * ratio["post_ln"]
+        return ("reproduced" if ok else "not reproduced"), (
+            f"decoder top/bottom gradient norm: Post-LN {ratio['post_ln']:.1f}, B2T {ratio['b2t']:.1f} ({path.name})")
+    if not {"post_ln", "pre_ln"} <= set(data):
+        return "not run", f"{path}: Post-LN or Pre-LN missing"
+    sim = {v: {s: _mean_offdiag(data[v][s]) for s in ("encoder", "decoder")} for v in ("post_ln", "pre_ln")}
+    ok = all(sim["pre_ln"][s] > sim["post_ln"][s] for s in ("encoder", "decoder"))
+    return ("reproduced" if ok else "not reproduced"), (
+        "mean cosine, encoder/decoder: Pre-LN " + "/".join(f"{sim['pre_ln'][s]:.2f}" for s in ("encoder", "decoder"))
+        + ", Post-LN " + "/".join(f"{sim['post_ln'][s]:.2f}" for s in ("encoder", "decoder"))
+        + f" (one model each, {path.name})")
+
+
+def judge(claim: Claim, records: dict[str, list[dict]], figures_dir: Path = Path("results/figures"),
+          scale: str = "mini") -> tuple[str, str]:
+    if claim.kind in ("fails", "trains"):
+        return _judge_run(claim, records)
+    if claim.kind.startswith("figure"):
+        return _judge_figure(claim, figures_dir, scale)
+    return _judge_compare(claim, records)
+
+
 def evaluate_claims(results_dir: Path, scale: str) -> list[dict]:
-    records: dict[str, list[dict]] = {}
-    for r in load_records(results_dir, scale):
-        records.setdefault(r["recipe_name"], []).append(r)
+    records, _ = current_records(results_dir, scale)
+    figures = Path(results_dir) / "figures"
     return [{"claim": c.text, "source": c.source, "verdict": v, "evidence": e}
-            for c in CLAIMS for v, e in [judge(c, records)]]
+            for c in CLAIMS for v, e in [judge(c, records, figures, scale)]]
 
 
-def print_claims(results_dir: Path, scale: str) -> None:
-    from rich.table import Table
-
+def render_claims(results_dir: Path, scale: str, fmt: str = "text") -> str | None:
+    """text: a rich table on a wide terminal, else one compact block per claim; markdown; json."""
+    rows = evaluate_claims(results_dir, scale)
+    counts = ", ".join(f"{sum(r['verdict'] == v for r in rows)} {v}" for v in VERDICTS)
+    if fmt == "json":
+        return json.dumps({"scale": scale, "results": str(results_dir), "claims": rows}, indent=2) + "\n"
+    if fmt == "markdown":
+        lines = [f"Claims at scale '{scale}': {counts}.", "", "| claim | paper | verdict | evidence |",
+                 "|---|---|---|---|"]
+        lines += [f"| {r['claim']} | {r['source']} | {r['verdict']} | {r['evidence']} |" for r in rows]
+        return "\n".join(lines) + "\n"
+    if fmt != "text":
+        raise ValueError(f"--format {fmt!r}: expected text, markdown or json")
     from repro.progress import console
-    t = Table(title=f"The paper's claims at scale '{scale}' (results in {results_dir})")
-    for col in ("claim", "paper", "verdict", "evidence"):
-        t.add_column(col)
-    colour = {"reproduced": "green", "not reproduced": "red", "not run": "dim"}
-    for row in evaluate_claims(results_dir, scale):
-        t.add_row(row["claim"], row["source"], f"[{colour[row['verdict']]}]{row['verdict']}[/]", row["evidence"])
-    console.print(t)
+    if console.is_terminal and console.width >= 140:
+        from rich.table import Table
+        t = Table(title=f"The paper's claims at scale '{scale}' ({counts})")
+        for col in ("claim", "paper", "verdict", "evidence"):
+            t.add_column(col)
+        colour = {"reproduced": "green", "not reproduced": "red", "inconclusive": "yellow", "not run": "dim"}
+        for r in rows:
+            t.add_row(r["claim"], r["source"], f"[{colour[r['verdict']]}]{r['verdict']}[/]", r["evidence"])
+        console.print(t)
+        return None
+    out = [f"The paper's claims at scale '{scale}': {counts}", ""]
+    for r in rows:
+        out += [f"[{r['verdict']}] {r['claim']} ({r['source']})", f"    {r['evidence']}"]
+    return "\n".join(out) + "\n"

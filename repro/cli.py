@@ -52,6 +52,11 @@ def main(version: bool = typer.Option(False, "--version", callback=_version, is_
     pass
 
 
+def variant_warms(resolved) -> bool:
+    from repro.model.variants import VARIANTS
+    return VARIANTS[resolved.recipe.model.variant].warmup
+
+
 def _known_errors():
     from repro.data.text import PrepareError
     from repro.eval.evaluate import EvaluateError
@@ -106,6 +111,9 @@ def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. reci
           run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="Default: runs/<recipe>-<scale>-s<seed>."),
           set_: List[str] = typer.Option([], "--set", help="Override a recipe key, e.g. --set optim.lr=5e-4 (repeatable)."),
           resume: bool = typer.Option(False, "--resume", help="Continue from the run directory's last checkpoint."),
+          overwrite: bool = typer.Option(False, "--overwrite", help="Replace the run the run directory already holds."),
+          allow_recipe_change: bool = typer.Option(False, "--allow-recipe-change",
+                                                   help="With --resume: continue under a recipe that differs from the checkpoint's."),
           print_config: bool = typer.Option(False, "--print-config", help="Print the resolved recipe and exit."),
           root: Path = typer.Option(None, "--root", help="Prepared corpora (default data/ or $LNREPRO_DATA)."),
           results: Path = typer.Option(Path("results"), "--results", help="Where run records are written."),
@@ -123,11 +131,17 @@ def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. reci
         print(f"# {recipe} at scale {scale}\n" + dump_yaml(resolved.recipe), end="")
         return
     set_threads(threads)
-    from repro.results import write_record
+    from repro.results import check_record_slot, record_path, write_record
     from repro.train.loop import train_run
     run_dir = run_dir or Path("runs") / f"{resolved.name.replace('/', '-')}-{scale}-s{resolved.recipe.train.seed}"
-    try:
-        status = train_run(resolved, run_dir, root or default_root(), resume=resume)
+    if resolved.recipe.optim.warmup_updates >= resolved.recipe.optim.max_updates and variant_warms(resolved):
+        console.print(f"[yellow]warning:[/yellow] optim.warmup_updates {resolved.recipe.optim.warmup_updates} >= "
+                      f"optim.max_updates {resolved.recipe.optim.max_updates}: this run never leaves warmup")
+    try:  # refuse before training, not after, when the record could not be written
+        check_record_slot(record_path(results, scale, resolved.name, resolved.recipe.train.seed, resolved.overrides,
+                                      resolved.hash()), resolved.hash())
+        status = train_run(resolved, run_dir, root or default_root(), resume=resume, overwrite=overwrite,
+                           allow_recipe_change=allow_recipe_change)
     except _known_errors() as e:
         fail(str(e))
     if int(os.environ.get("RANK", "0")) == 0:
@@ -255,13 +269,19 @@ def recipes(folder: Path = typer.Argument(Path("recipes"), help="Folder of recip
 
 @app.command()
 def claims(scale: str = typer.Option("mini", "--scale", help="Whose records to judge."),
+           fmt: str = typer.Option("text", "--format", help="text, markdown or json."),
            results: Path = typer.Option(Path("results"), "--results", help="Folder of run records.")):
-    """Evaluate the paper's findings against results/ as reproduced / not reproduced / not run.
+    """Judge the paper's findings against results/: reproduced, not reproduced, inconclusive or not run.
 
-    Example: [bold]lnrepro claims --scale mini[/bold]
+    Example: [bold]lnrepro claims --scale mini --format markdown[/bold]
     """
-    from repro.claims import print_claims
-    print_claims(results, scale)
+    from repro.claims import render_claims
+    try:
+        out = render_claims(results, scale, fmt)
+    except ValueError as e:
+        fail(str(e))
+    if out is not None:
+        print(out, end="")
 
 
 CALIBRATION_TASKS = ("mt", "gigaword", "wikitext103", "librispeech")

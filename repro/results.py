@@ -1,7 +1,12 @@
 """Run records with provenance: one JSON file per (scale, recipe, seed) under results/, written atomically.
 
-A record names the run id, the recipe path and hash, the git commit, scale, seed, hardware, start time, duration,
-status (completed / failed) with its reason, and the metrics. Tables and claims read only these records.
+A record names the run id, the recipe path and hash, the overrides, the git commit, scale, seed, hardware, start
+time, duration, status (completed / failed) with its reason, and the metrics. The rules that keep them safe:
+- a run of the recipe as committed goes to results/<scale>/<recipe>/seed<N>.json; a run with `--set` overrides
+  to results/<scale>/overrides/<recipe>/<hash>/seed<N>.json, never over the recipe's own record;
+- a record is never replaced by a run of another recipe hash: remove it first (git keeps it);
+- tables and claims read only records whose hash is the current recipe's (`current_records`); the others are
+  counted as stale.
 """
 
 from __future__ import annotations
@@ -59,19 +64,86 @@ def atomic_write_text(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def record_path(results_dir: Path, scale: str, recipe_name: str, seed: int) -> Path:
+class RecordError(ValueError):
+    """A record that would overwrite another recipe's record; the message is one line."""
+
+
+OVERRIDES_DIR = "overrides"
+
+
+def record_path(results_dir: Path, scale: str, recipe_name: str, seed: int, overrides: list | None = None,
+                recipe_hash: str = "") -> Path:
+    if overrides:
+        return Path(results_dir) / scale / OVERRIDES_DIR / recipe_name / recipe_hash / f"seed{seed}.json"
     return Path(results_dir) / scale / recipe_name / f"seed{seed}.json"
 
 
+def check_record_slot(path: Path, recipe_hash: str) -> None:
+    """Refuse (RecordError) when `path` holds a record of another recipe hash."""
+    if not path.is_file():
+        return
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        raise RecordError(f"{path}: not a readable record (garbled JSON); restore it with git or remove it") from None
+    if isinstance(old, dict) and old.get("recipe_hash") not in (None, recipe_hash):
+        raise RecordError(f"{path} holds a run of recipe hash {old.get('recipe_hash')} (commit "
+                          f"{str(old.get('commit', '?'))[:7]}); this run's hash is {recipe_hash}: remove that record "
+                          f"first (git rm; git keeps it) or write elsewhere with --results DIR")
+
+
 def write_record(results_dir: Path, record: dict) -> Path:
-    path = record_path(results_dir, record["scale"], record["recipe_name"], record["seed"])
+    path = record_path(results_dir, record["scale"], record["recipe_name"], record["seed"],
+                       record.get("overrides"), record.get("recipe_hash", ""))
+    check_record_slot(path, record.get("recipe_hash", ""))
     atomic_write_text(path, json.dumps(record, indent=2, sort_keys=True) + "\n")
     return path
 
 
 def load_records(results_dir: Path, scale: str | None = None) -> list[dict]:
+    """Every record of a scale, the override area included; `current_records` is what tables read."""
     root = Path(results_dir)
     if not root.is_dir():
         return []
     base = root / scale if scale else root
-    return [json.loads(p.read_text()) for p in sorted(base.rglob("seed*.json"))]
+    out = []
+    for p in sorted(base.rglob("seed*.json")):
+        try:
+            rec = json.loads(p.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError):
+            raise RecordError(f"{p}: not a readable record (garbled JSON); restore it with git or remove it") from None
+        if isinstance(rec, dict) and "recipe_name" in rec:
+            out.append(rec)
+    return out
+
+
+def recipes_dir() -> Path:
+    """recipes/ in the working directory when there is one, else the repository's."""
+    return Path("recipes") if Path("recipes").is_dir() else Path(__file__).resolve().parents[1] / "recipes"
+
+
+def current_hash(recipe_name: str, scale: str, _cache: dict = {}) -> str | None:
+    """The hash a record of `recipe_name` at `scale` must carry to count (None: no such recipe or scale)."""
+    key = (str(recipes_dir().resolve()), recipe_name, scale)
+    if key not in _cache:
+        from repro.config import RecipeError, resolve
+        try:
+            _cache[key] = resolve(recipes_dir() / f"{recipe_name}.yaml", scale).hash()
+        except RecipeError:
+            _cache[key] = None
+    return _cache[key]
+
+
+def current_records(results_dir: Path, scale: str) -> tuple[dict[str, list[dict]], dict[str, int]]:
+    """(recipe name -> records of the current recipe, no overrides), (recipe name -> stale record count)."""
+    current: dict[str, list[dict]] = {}
+    stale: dict[str, int] = {}
+    for rec in load_records(results_dir, scale):
+        if rec.get("overrides"):
+            continue
+        name = rec["recipe_name"]
+        if rec.get("recipe_hash") == current_hash(name, scale):
+            current.setdefault(name, []).append(rec)
+        else:
+            stale[name] = stale.get(name, 0) + 1
+    return current, stale

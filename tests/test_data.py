@@ -109,8 +109,7 @@ def test_tiny_summarization_end_to_end(tiny_root, tmp_path):
     common = ["--root", str(tiny_root), "--results", str(results)]
     REPO = Path(__file__).resolve().parents[1]
     r = runner.invoke(app, ["train", str(REPO / "recipes/gigaword/6L-6L-b2t.yaml"), "--scale", "tiny",
-                            "--run-dir", str(run), "--set", "model.encoder_layers=1", "--set", "model.decoder_layers=1",
-                            *common])
+                            "--run-dir", str(run), *common])
     assert r.exit_code == 0, r.output
     r = runner.invoke(app, ["evaluate", str(run), *common])
     assert r.exit_code == 0, r.output

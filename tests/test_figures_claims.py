@@ -40,24 +40,54 @@ def test_figure_from_missing_runs_names_recipes(tmp_path):
 
 
 def test_claims_verdicts(tmp_path):
-    fixture_records(tmp_path)
     from repro.results import write_record
-    write_record(tmp_path, {"run_id": "b2t18", "recipe": "recipes/18L-18L-b2t.yaml", "recipe_name": "18L-18L-b2t",
-                            "scale": "mini", "seed": 1, "status": "completed", "reason": "", "task": "mt",
-                            "metrics": {"bleu_average": 1.0, "splits": {}}})
-    # Speech: the mini corpus has one test set, read where the record has no test-other.
-    for variant, wer in (("post_ln", 80.0), ("pre_ln", 85.0), ("b2t", 86.0)):
-        write_record(tmp_path, {"run_id": f"asr-{variant}", "recipe": f"recipes/librispeech/6L-6L-{variant}.yaml",
-                                "recipe_name": f"librispeech/6L-6L-{variant}", "scale": "mini", "seed": 1,
-                                "status": "completed", "reason": "", "task": "asr",
-                                "metrics": {"splits": {"dev": {"wer": 1.0}, "test": {"wer": wer}}}})
-    verdicts = {c["claim"]: c["verdict"] for c in evaluate_claims(tmp_path, "mini")}
-    assert verdicts["6L-6L ASR: Post-LN < Pre-LN test-other WER"] == "reproduced"
-    assert verdicts["6L-6L ASR: B2T < Pre-LN test-other WER"] == "not reproduced"
-    assert verdicts["12L-6L ASR: B2T < Pre-LN test-other WER"] == "not run"
-    assert verdicts["6L-6L MT: B2T > Pre-LN on BLEU"] == "reproduced"
-    assert verdicts["18L-18L MT: Post-LN training fails"] == "reproduced"
-    assert verdicts["6L-6L MT: Post-LN >= Pre-LN on BLEU"] == "not run"
-    assert verdicts["18L-18L MT: B2T trains"] == "reproduced"
-    r = runner.invoke(app, ["claims", "--scale", "mini", "--results", str(tmp_path)])
-    assert r.exit_code == 0 and "reproduced" in r.output
+    from test_tables import record
+    bleu = lambda v: {"bleu_average": v}
+    # reproduced: two seeds each, ranges apart, the claimed direction (B2T 20-21 > Pre-LN 18-18.5)
+    for seed, (b2t, pre) in enumerate(((20.0, 18.0), (21.0, 18.5)), start=1):
+        write_record(tmp_path, record("6L-6L-b2t", seed, metrics=bleu(b2t)))
+        write_record(tmp_path, record("6L-6L-pre_ln", seed, metrics=bleu(pre)))
+    # inconclusive: Post-LN's range 17.9-18.6 overlaps Pre-LN's 18-18.5
+    for seed, v in ((1, 17.9), (2, 18.6)):
+        write_record(tmp_path, record("6L-6L-post_ln", seed, metrics=bleu(v)))
+    # not reproduced: 18L-18L B2T below 6L-6L B2T, apart; a failed seed is never a number
+    for seed, v in ((1, 10.0), (2, 11.0)):
+        write_record(tmp_path, record("18L-18L-b2t", seed, metrics=bleu(v)))
+    write_record(tmp_path, record("18L-18L-b2t", 3, "failed", reason="loss exploded"))
+    # training fails: two of two seeds failed; 60L-12L: one seed only
+    for seed in (1, 2):
+        write_record(tmp_path, record("18L-18L-post_ln", seed, "failed", reason="loss exploded"))
+    write_record(tmp_path, record("60L-12L-post_ln", 1, "failed", reason="loss exploded"))
+    # Pre-LN at 18L-18L, two seeds apart from B2T's
+    for seed in (1, 2):
+        write_record(tmp_path, record("18L-18L-pre_ln", seed, metrics=bleu(5.0)))
+    # a stale record (another recipe hash) and an override run are not read
+    write_record(tmp_path, {**record("6L-6L-b2t_noln", 1, metrics=bleu(20.4)), "recipe_hash": "old"})
+    write_record(tmp_path, record("6L-6L-b2t_noln", 1, metrics=bleu(20.4), overrides=["optim.lr=0.002"]))
+    figures = tmp_path / "figures"
+    figures.mkdir()
+    (figures / "figure3.json").write_text(json.dumps({"post_ln": {"decoder": [0.001, 0.05]},
+                                                      "b2t": {"decoder": [0.01, 0.03]}}))
+    got = {c["claim"]: (c["verdict"], c["evidence"]) for c in evaluate_claims(tmp_path, "mini")}
+    verdict = lambda prefix: next(v for k, (v, _) in got.items() if k.startswith(prefix))
+    assert verdict("6L-6L MT: B2T > Pre-LN") == "reproduced"
+    assert verdict("6L-6L MT: Post-LN >= Pre-LN") == "inconclusive"
+    assert verdict("MT: 18L-18L B2T > 6L-6L B2T") == "not reproduced"
+    assert verdict("18L-18L MT: B2T > Pre-LN") == "reproduced"   # 10.5 against 5.0
+    assert verdict("18L-18L MT: Post-LN training fails") == "reproduced"
+    assert verdict("60L-12L MT: Post-LN training fails") == "inconclusive"
+    assert verdict("18L-18L MT: B2T trains") == "reproduced"     # 1 of 3 seeds failed: the majority trained
+    assert verdict("6L-6L MT: B2T w/o LN") == "not run"          # only stale and override records
+    assert verdict("18L-18L at init") == "reproduced"            # 50x against 3x
+    assert verdict("Trained 6L-6L") == "not run"                 # no figure 5 data here
+    assert "failed" in next(e for k, (v, e) in got.items() if k.startswith("MT: 18L-18L B2T"))
+    write_record(tmp_path, record("60L-12L-b2t", 1, "failed", reason="x"))
+    write_record(tmp_path, record("60L-12L-b2t", 2, "failed", reason="x"))
+    write_record(tmp_path, record("60L-12L-pre_ln", 1, metrics=bleu(4.0)))
+    write_record(tmp_path, record("60L-12L-pre_ln", 2, metrics=bleu(4.5)))
+    got = {c["claim"]: c["verdict"] for c in evaluate_claims(tmp_path, "mini")}
+    assert got["60L-12L MT: B2T > Pre-LN on BLEU"] == "not reproduced"  # B2T failed: not a 0.00 that loses
+    for fmt in ("text", "markdown", "json"):
+        r = runner.invoke(app, ["claims", "--scale", "mini", "--results", str(tmp_path), "--format", fmt])
+        assert r.exit_code == 0 and "inconclusive" in r.output, r.output
+    assert all(len(l) <= 200 for l in runner.invoke(app, ["claims", "--results", str(tmp_path)]).output.splitlines())

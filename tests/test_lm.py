@@ -101,7 +101,7 @@ def test_tiny_lm_end_to_end(tiny_lm_root, tmp_path):
     results, run = tmp_path / "results", tmp_path / "run"
     common = ["--root", str(tiny_lm_root), "--results", str(results)]
     r = runner.invoke(app, ["train", str(REPO / "recipes/wikitext103/6L-b2t.yaml"), "--scale", "tiny",
-                            "--run-dir", str(run), "--set", "model.decoder_layers=2", *common])
+                            "--run-dir", str(run), *common])
     assert r.exit_code == 0, r.output
     r = runner.invoke(app, ["evaluate", str(run), *common])
     assert r.exit_code == 0, r.output

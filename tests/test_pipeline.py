@@ -24,7 +24,7 @@ def test_tiny_mt_end_to_end(tiny_root, tmp_path):
     results, run = tmp_path / "results", tmp_path / "run"
     common = ["--root", str(tiny_root), "--results", str(results)]
     r = runner.invoke(app, ["train", str(REPO / "recipes/6L-6L-b2t.yaml"), "--scale", "tiny", "--run-dir", str(run),
-                            "--set", "model.encoder_layers=2", "--set", "model.decoder_layers=2", *common])
+                            *common])
     assert r.exit_code == 0, r.output
     status = json.loads((run / "status.json").read_text())
     assert status["status"] == "completed" and status["step"] == 4
@@ -48,7 +48,7 @@ def test_tiny_mt_end_to_end(tiny_root, tmp_path):
                             *common])
     assert r.exit_code == 0, r.output
     sims = json.loads(fig5.read_text())["b2t"]["encoder"]
-    assert len(sims) == 2 and abs(sims[0][0] - 1) < 1e-5 and abs(sims[0][1] - sims[1][0]) < 1e-6
+    assert len(sims) == 6 and abs(sims[0][0] - 1) < 1e-5 and abs(sims[0][1] - sims[1][0]) < 1e-6
 
 
 def test_resume_equals_uninterrupted(tiny_root, tmp_path):
@@ -59,7 +59,10 @@ def test_resume_equals_uninterrupted(tiny_root, tmp_path):
     # "Killed" after update 3: a run that stops there, then resumed with the original length.
     train_run(resolve(recipe, "tiny", sets[:-3] + ["optim.max_updates=3", "train.save_interval=3", "train.keep_last=5"]),
               tmp_path / "cut", tiny_root)
-    resumed = train_run(resolve(recipe, "tiny", sets), tmp_path / "cut", tiny_root, resume=True)
+    with pytest.raises(ValueError, match="recipe hash"):  # a longer run is another recipe: said, not silent
+        train_run(resolve(recipe, "tiny", sets), tmp_path / "cut", tiny_root, resume=True)
+    resumed = train_run(resolve(recipe, "tiny", sets), tmp_path / "cut", tiny_root, resume=True,
+                        allow_recipe_change=True)
     assert full["step"] == resumed["step"] == 6
     a = checkpoint.load(checkpoint.list_checkpoints(tmp_path / "full")[-1])["model"]
     b = checkpoint.load(checkpoint.list_checkpoints(tmp_path / "cut")[-1])["model"]
@@ -76,9 +79,9 @@ def test_non_finite_loss_fails_cleanly(tiny_root, tmp_path):
     status = json.loads((tmp_path / "run/status.json").read_text())
     assert status["status"] == "failed" and "loss became" in status["reason"]
     (rec,) = load_records(results, "tiny")
-    assert rec["status"] == "failed"
+    assert rec["status"] == "failed" and rec["overrides"]
     csv = runner.invoke(app, ["table", "1", "--scale", "tiny", "--format", "csv", "--results", str(results)]).output
-    assert "1,6L-6L,post_ln,2010,24.27,,tiny,failed" in csv
+    assert "1,6L-6L,post_ln,2010,24.27,,tiny,not run" in csv  # an override run never fills a table cell
 
 
 def test_clear_errors_for_missing_data_and_bad_checkpoint(tiny_root, tmp_path):
@@ -134,5 +137,6 @@ def test_every_variant_trains_tiny(tiny_root, tmp_path, variant):
         assert len(profile["encoder"]) == 2 * 2 and len(profile["decoder"]) == 3 * 2
         before = (tmp_path / "run/admin_profile.json").stat().st_mtime_ns
         train_run(resolve(recipe, "tiny", ["model.encoder_layers=2", "model.decoder_layers=2",
-                                           "optim.max_updates=6"]), tmp_path / "run", tiny_root, resume=True)
+                                           "optim.max_updates=6"]), tmp_path / "run", tiny_root, resume=True,
+                  allow_recipe_change=True)
         assert (tmp_path / "run/admin_profile.json").stat().st_mtime_ns == before  # reused, not recomputed

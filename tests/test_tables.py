@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from repro.cli import app
-from repro.results import write_record
+from repro.results import current_hash, write_record
 from repro.tables.render import FORMATS, render_table
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -101,21 +101,25 @@ def test_japanese_version_table1(tmp_path):
     assert b2t18 == ["26.53", "28.41", "30.21", "34.29", "29.86"]
 
 
+def record(name: str, seed: int, status: str = "completed", metrics: dict | None = None, scale: str = "mini",
+           **extra) -> dict:
+    """A record of the current recipe `name` (its hash as the recipe resolves now) with fixed provenance."""
+    variant = name.split("-")[-1]
+    return {"commit": "fixture", "hardware": {"device": "cpu", "gpus": 0}, "started": "2026-01-01T00:00:00+00:00",
+            "duration_s": 3600.0, "updates": 100, "task": "mt", "reason": "", "overrides": [],
+            "recipe_hash": current_hash(name, scale), "scale": scale, "run_dir": "runs/x", "run_id": f"{name}-{seed}",
+            "recipe": f"recipes/{name}.yaml", "recipe_name": name, "variant": variant, "seed": seed,
+            "status": status, "metrics": metrics or {}, **extra}
+
+
 def fixture_records(results: Path) -> None:
-    base = {"commit": "fixture", "hardware": {"device": "cpu", "gpus": 0}, "started": "2026-01-01T00:00:00+00:00",
-            "duration_s": 3600.0, "updates": 100, "task": "mt", "reason": "", "overrides": [], "recipe_hash": "x",
-            "scale": "mini", "run_dir": "runs/x"}
     for seed, avg in ((1, 20.0), (2, 21.0)):
-        write_record(results, {**base, "run_id": f"b2t{seed}", "recipe": "recipes/6L-6L-b2t.yaml",
-                               "recipe_name": "6L-6L-b2t", "variant": "b2t", "encoder_layers": 6, "decoder_layers": 6,
-                               "seed": seed, "status": "completed", "metrics": {"bleu_average": avg}})
-    write_record(results, {**base, "run_id": "pre", "recipe": "recipes/6L-6L-pre_ln.yaml", "recipe_name": "6L-6L-pre_ln",
-                           "variant": "pre_ln", "encoder_layers": 6, "decoder_layers": 6, "seed": 1,
-                           "status": "completed", "metrics": {"bleu_average": 19.0}})
-    write_record(results, {**base, "run_id": "post18", "recipe": "recipes/18L-18L-post_ln.yaml",
-                           "recipe_name": "18L-18L-post_ln", "variant": "post_ln", "encoder_layers": 18,
-                           "decoder_layers": 18, "seed": 1, "status": "failed",
-                           "reason": "loss stopped improving", "metrics": {}})
+        write_record(results, record("6L-6L-b2t", seed, metrics={"bleu_average": avg}, encoder_layers=6,
+                                     decoder_layers=6))
+    write_record(results, record("6L-6L-pre_ln", 1, metrics={"bleu_average": 19.0}, encoder_layers=6,
+                                 decoder_layers=6))
+    write_record(results, record("18L-18L-post_ln", 1, "failed", reason="loss stopped improving", encoder_layers=18,
+                                 decoder_layers=18))
 
 
 def test_tables_render_from_fixture_records(tmp_path):

@@ -77,7 +77,11 @@ def evaluate_run(run_dir: Path, data_root: Path, write: bool = True) -> dict:
         for split in r.data.test_splits:
             data = open_split(r, corpus_dir, split)
             hyps = decode_split(model, data, sp, r, split, device)
-            refs = (corpus_dir / f"{split}.tgt.txt").read_text(encoding="utf-8").splitlines()
+            ref_path = corpus_dir / f"{split}.tgt.txt"
+            refs = ref_path.read_text(encoding="utf-8").splitlines()
+            if len(refs) != len(hyps):
+                raise EvaluateError(f"{ref_path}: {len(refs)} reference lines for {len(hyps)} test sentences; "
+                                    f"prepare the corpus again (lnrepro prepare ...)")
             (run_dir / f"hyp.{split}.txt").write_text("\n".join(hyps) + "\n", encoding="utf-8")
             if r.task == "mt":
                 score, sig = metrics.bleu(hyps, refs)

@@ -9,8 +9,15 @@ import sacrebleu
 from rouge_score import rouge_scorer
 
 
+def check_counts(hypotheses: list[str], references: list[str]) -> None:
+    if len(hypotheses) != len(references):
+        raise ValueError(f"{len(hypotheses)} hypotheses against {len(references)} references: "
+                         f"the two must have one line per sentence")
+
+
 def bleu(hypotheses: list[str], references: list[str]) -> tuple[float, str]:
     """Corpus BLEU and its signature, nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:… (the paper's)."""
+    check_counts(hypotheses, references)
     metric = sacrebleu.metrics.BLEU(tokenize="13a", smooth_method="exp", lowercase=False, effective_order=False)
     score = metric.corpus_score(hypotheses, [references])
     return score.score, str(metric.get_signature())

@@ -12,19 +12,12 @@ import statistics
 from pathlib import Path
 
 from repro.config import RecipeError, resolve
-from repro.results import load_records
+from repro.results import current_records, recipes_dir
 from repro.tables import paper_values as pv
 from repro.tables.spec import SPECS, TITLES, TableSpec
 
 LOWER_IS_BETTER = {"lm", "asr"}
 FORMATS = ("text", "markdown", "latex", "csv", "json")
-REPO_RECIPES = Path(__file__).resolve().parents[2] / "recipes"
-
-
-def recipes_dir() -> Path:
-    return Path("recipes") if Path("recipes").is_dir() else REPO_RECIPES
-
-
 def _dig(d: dict, path: list[str]):
     for k in path:
         if not isinstance(d, dict) or k not in d:
@@ -62,9 +55,7 @@ def table_rows(number: int, scale: str, results_dir: Path, paper_version: str = 
         values, columns = pv.EN[number], spec.columns
     else:
         raise ValueError(f"--paper {paper_version!r}: expected en or ja")
-    by_recipe: dict[str, list[dict]] = {}
-    for rec in load_records(results_dir, scale):
-        by_recipe.setdefault(rec["recipe_name"], []).append(rec)
+    by_recipe, stale = current_records(results_dir, scale)
     rows = []
     for group, methods in values.items():
         for method, paper in methods.items():
@@ -74,6 +65,8 @@ def table_rows(number: int, scale: str, results_dir: Path, paper_version: str = 
                 if paper == pv.FAILED and col == "Average":
                     p = "N/A"
                 ours = ours_cell(recs, spec.metric_paths(col))
+                if ours["status"] == "not run" and stale.get(spec.recipe_name(group, method)):
+                    ours["status"] = "stale"  # records of an earlier version of the recipe: not counted
                 delta = (ours["mean"] - p) if isinstance(p, float) and ours["mean"] is not None else None
                 rows.append({"table": number, "group": group, "method": method, "metric": col, "paper": p,
                              "ours": ours["mean"], "std": ours["std"], "delta": delta, "seeds": ours["seeds"],
@@ -249,7 +242,7 @@ def table7_rows() -> list[dict]:
 
 
 def table8_rows(results_dir: Path, scale: str) -> list[dict]:
-    records = load_records(results_dir, scale)
+    records = [r for recs in current_records(results_dir, scale)[0].values() for r in recs]
     rows = []
     for task, groups in pv.TABLE8.items():
         for group, (gpus, hours) in groups.items():

@@ -1,7 +1,9 @@
-"""Checkpoints written atomically (temporary file, then rename), the last N kept, and parameter averaging."""
+"""Checkpoints written atomically (temporary file, then rename) with a SHA-256 beside each, the last N kept, and
+parameter averaging. A checkpoint whose bytes no longer match its checksum is refused on resume and evaluate."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from pathlib import Path
@@ -15,13 +17,29 @@ class CheckpointError(RuntimeError):
     pass
 
 
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def checksum_path(path: Path) -> Path:
+    return path.with_name(path.name + ".sha256")
+
+
 def save(state: dict, run_dir: Path, step: int, keep_last: int) -> Path:
     path = run_dir / f"checkpoint_{step}.pt"
     tmp = path.with_name(path.name + ".tmp")
     torch.save(state, tmp)
+    digest_tmp = checksum_path(tmp)
+    digest_tmp.write_text(sha256(tmp) + "\n")
+    os.replace(digest_tmp, checksum_path(path))  # the checksum lands first: a .pt never exists without it
     os.replace(tmp, path)
     for old in list_checkpoints(run_dir)[:-keep_last]:
         old.unlink()
+        checksum_path(old).unlink(missing_ok=True)
     return path
 
 
@@ -31,6 +49,10 @@ def list_checkpoints(run_dir: Path) -> list[Path]:
 
 
 def load(path: Path) -> dict:
+    digest = checksum_path(Path(path))
+    if digest.is_file() and digest.read_text().strip() != sha256(path):
+        raise CheckpointError(f"{path}: damaged (its bytes no longer match {digest.name}); delete it to resume "
+                              f"from the one before")
     try:
         return torch.load(path, map_location="cpu", weights_only=False)
     except Exception as e:  # torch raises several kinds for a truncated or foreign file

@@ -80,11 +80,78 @@ def validate(model, data, recipe, device, max_tokens: int) -> float:
     return total_nll / max(total_tok, 1)
 
 
-def train_run(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: bool = False) -> dict:
+class RunDirError(ValueError):
+    """A run directory that cannot be used as asked; the message is one line saying what exists and what to do."""
+
+
+def describe_run(run_dir: Path) -> str | None:
+    """What a run directory already holds, in words (None when it holds no run)."""
+    status_path = run_dir / "status.json"
+    if status_path.is_file():
+        try:
+            status = json.loads(status_path.read_text())
+            return f"a {status['status']} run ({status['step']} updates)"
+        except (ValueError, KeyError):
+            return "a run whose status.json is unreadable"
+    ckpts = checkpoint.list_checkpoints(run_dir)
+    if ckpts:
+        return f"an unfinished run, resumable from {ckpts[-1].name}"
+    if (run_dir / "log.jsonl").is_file():
+        return "a started run with no checkpoint yet"
+    return None
+
+
+@contextlib.contextmanager
+def run_lock(run_dir: Path):
+    """An exclusive lock on the run directory for as long as a training uses it (released if the process dies)."""
+    import fcntl
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with open(run_dir / ".lock", "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            holder = f.read().strip() or "?"
+            raise RunDirError(f"{run_dir} is in use by another lnrepro process (pid {holder}); wait for it to end "
+                              f"or train into another --run-dir") from None
+        f.seek(0)
+        f.truncate()
+        f.write(str(os.getpid()))
+        f.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def train_run(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: bool = False,
+              overwrite: bool = False, allow_recipe_change: bool = False) -> dict:
+    """Train one run. A directory holding a run is continued only with `resume` (and the same recipe unless
+    `allow_recipe_change`) and replaced only with `overwrite`; it is locked while in use."""
+    run_dir = Path(run_dir)
+    if int(os.environ.get("RANK", "0")) != 0:
+        return _train(resolved, run_dir, data_root, resume, overwrite, allow_recipe_change)
+    with run_lock(run_dir):
+        return _train(resolved, run_dir, data_root, resume, overwrite, allow_recipe_change)
+
+
+def _train(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: bool, overwrite: bool,
+           allow_recipe_change: bool) -> dict:
     r = resolved.recipe
+    existing = describe_run(run_dir)
+    if existing and not resume and not overwrite:
+        raise RunDirError(f"{run_dir} already holds {existing}: continue it with --resume, or replace it with "
+                          f"--overwrite")
+    ckpts = checkpoint.list_checkpoints(run_dir) if resume else []
+    state = checkpoint.load(ckpts[-1]) if ckpts else None
+    if state is not None and state.get("recipe_hash") != resolved.hash() and not allow_recipe_change:
+        raise RunDirError(f"{run_dir}: its checkpoints were trained with recipe hash {state.get('recipe_hash')}, "
+                          f"but {resolved.path} at scale {resolved.scale}"
+                          f"{' with ' + ' '.join(resolved.overrides) if resolved.overrides else ''} resolves to "
+                          f"{resolved.hash()}: resume with the same recipe and --set values, or pass "
+                          f"--allow-recipe-change")
     d = setup_distributed()
     device = torch.device(f"cuda:{d.local_rank}" if torch.cuda.is_available() else "cpu")
-    run_dir = Path(run_dir)
     corpus_dir = Path(data_root) / r.data.corpus
     meta = read_meta(corpus_dir)
     train_data = open_split(r, corpus_dir, r.data.train_split, train=True)
@@ -105,12 +172,12 @@ def train_run(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: 
                                             r.train.log_interval))
     log_path, status_path = run_dir / "log.jsonl", run_dir / "status.json"
     step, epoch, position, elapsed_before = 0, 1, 0, 0.0
-    ckpts = checkpoint.list_checkpoints(run_dir) if resume else []
     if d.main:
         run_dir.mkdir(parents=True, exist_ok=True)
-        if not resume:
-            for stale in [log_path, status_path, *checkpoint.list_checkpoints(run_dir)]:
+        if existing and not resume:  # --overwrite: the old run goes only now that data and model are ready
+            for stale in [log_path, status_path, run_dir / "admin_profile.json", *checkpoint.list_checkpoints(run_dir)]:
                 stale.unlink(missing_ok=True)
+                Path(f"{stale}.sha256").unlink(missing_ok=True)
         (run_dir / "recipe.yaml").write_text(f"# {resolved.path} at scale {resolved.scale}\n" + dump_yaml(r))
 
     # Admin: one profiling pass, done once by rank 0 and saved beside the run; every process (and every later
@@ -125,8 +192,7 @@ def train_run(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: 
             dist.barrier()
         load_admin_profile(model, profile_path)
 
-    if ckpts:
-        state = checkpoint.load(ckpts[-1])
+    if state is not None:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         step, epoch, position = state["step"], state["epoch"], state["position"]
