@@ -101,7 +101,7 @@ def label(name: str, warmup: int, lr: float) -> str:
 def overrides(spec: CalibrationSpec, warmup: int, lr: float) -> list[str]:
     return [f"optim.warmup_updates={warmup}", f"optim.lr={lr:g}", f"optim.max_updates={spec.max_updates}",
             f"train.validate_interval={spec.validate_interval}", f"train.save_interval={spec.validate_interval * 4}",
-            "train.keep_last=1", f"train.divergence_window={spec.max_updates}"]
+            "train.keep_last=1", "eval.average_last=1", f"train.divergence_window={spec.max_updates}"]
 
 
 def jobs(spec: CalibrationSpec, runs_dir: Path, data_root: Path) -> list:

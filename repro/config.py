@@ -11,6 +11,7 @@ import copy
 import dataclasses
 import hashlib
 import json
+import math
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,45 @@ PRECISIONS = ("fp32", "bf16", "fp16")
 
 class RecipeError(ValueError):
     """A recipe that cannot be used; the message is the one line shown to the user."""
+
+
+@dataclass(frozen=True)
+class Range:
+    """Allowed values of a number: from lo to hi (None: unbounded), each end closed unless marked open."""
+    lo: float | None = None
+    hi: float | None = None
+    open_lo: bool = False
+    open_hi: bool = False
+
+    def __contains__(self, v) -> bool:
+        return ((self.lo is None or (v > self.lo if self.open_lo else v >= self.lo))
+                and (self.hi is None or (v < self.hi if self.open_hi else v <= self.hi)))
+
+    def __str__(self) -> str:
+        lo = "-inf" if self.lo is None else f"{self.lo:g}"
+        hi = "inf" if self.hi is None else f"{self.hi:g}"
+        return f"{'(' if self.open_lo or self.lo is None else '['}{lo}, {hi}{')' if self.open_hi or self.hi is None else ']'}"
+
+
+POSITIVE = Range(1)
+FRACTION = Range(0, 1, open_hi=True)
+# The valid range of every numeric recipe key (every float must also be finite).
+RANGES = {
+    "data.max_tokens": POSITIVE, "data.max_source_positions": POSITIVE, "data.tokens_per_sample": POSITIVE,
+    "model.encoder_layers": Range(0), "model.decoder_layers": POSITIVE, "model.d_model": POSITIVE,
+    "model.ffn_dim": POSITIVE, "model.heads": POSITIVE, "model.dropout": FRACTION,
+    "model.attention_dropout": FRACTION, "model.activation_dropout": FRACTION,
+    "model.adaptive_softmax_dropout": FRACTION, "model.adaptive_factor": Range(1), "model.input_features": POSITIVE,
+    "model.conv_channels": POSITIVE,
+    "optim.lr": Range(0, 1, open_lo=True), "optim.eps": Range(0, 1, open_lo=True, open_hi=True),
+    "optim.weight_decay": FRACTION, "optim.warmup_updates": POSITIVE, "optim.warmup_init_lr": Range(0, 1),
+    "optim.decay_period": POSITIVE, "optim.max_updates": POSITIVE, "optim.clip_norm": Range(0),
+    "optim.label_smoothing": FRACTION, "optim.gpus_per_update": POSITIVE,
+    "train.seed": Range(0, 2 ** 32 - 1), "train.log_interval": POSITIVE, "train.validate_interval": POSITIVE,
+    "train.save_interval": POSITIVE, "train.keep_last": POSITIVE, "train.divergence_window": POSITIVE,
+    "eval.beam": POSITIVE, "eval.lenpen": Range(), "eval.average_last": POSITIVE, "eval.max_len_a": Range(0),
+    "eval.max_len_b": Range(0), "eval.batch_sentences": POSITIVE, "eval.context_window": POSITIVE,
+}
 
 
 @dataclass
@@ -189,17 +229,32 @@ class ResolvedRecipe:
 
 # -- loading --------------------------------------------------------------------------------------------------
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """safe_load that refuses a key given twice in one mapping (YAML would silently keep the last)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"key {key!r} given twice", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
 def _read_yaml(path: Path, context: str) -> dict:
     if not path.is_file():
         raise RecipeError(f"{context}: file not found: {path}")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.load(path.read_bytes().decode("utf-8"), Loader=_UniqueKeyLoader)
+    except UnicodeDecodeError as e:
+        raise RecipeError(f"{path}: not UTF-8 text (byte {e.start}); a recipe is a YAML text file") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark else ""
         raise RecipeError(f"{path}: not valid YAML{where}: {getattr(e, 'problem', e)}") from None
     if data is None:
-        data = {}
+        raise RecipeError(f"{path}: empty (no keys); a recipe needs at least `task:` or `base:`")
     if not isinstance(data, dict):
         raise RecipeError(f"{path}: top level must be a mapping of keys, got {type(data).__name__}")
     return data
@@ -309,12 +364,26 @@ def _check(recipe: Recipe, where: str) -> None:
         fail("model.variant", m.variant, f"is not a known variant (expected one of {', '.join(VARIANTS)})")
     if t.precision not in PRECISIONS:
         fail("train.precision", t.precision, f"is not a precision (expected one of {', '.join(PRECISIONS)})")
-    for key, value in (("model.d_model", m.d_model), ("model.ffn_dim", m.ffn_dim), ("model.heads", m.heads),
-                       ("model.decoder_layers", m.decoder_layers), ("data.max_tokens", d.max_tokens),
-                       ("optim.max_updates", o.max_updates), ("optim.gpus_per_update", o.gpus_per_update),
-                       ("eval.beam", recipe.eval.beam)):
-        if value < 1:
-            fail(key, value, "must be at least 1")
+    for key, allowed in RANGES.items():
+        section, name = key.split(".")
+        value = getattr(getattr(recipe, section), name)
+        if isinstance(value, float) and not math.isfinite(value):
+            fail(key, value, "must be a finite number")
+        if value not in allowed:
+            fail(key, value, f"must lie in {allowed}")
+    for key, value in (("data.corpus", d.corpus), ("data.train_split", d.train_split),
+                       ("data.valid_split", d.valid_split)):
+        if not value.strip():
+            fail(key, value, "must name a corpus or split (empty)")
+    if not d.test_splits or any(not x.strip() for x in d.test_splits):
+        fail("data.test_splits", d.test_splits, "must name at least one split to evaluate")
+    if any(not math.isfinite(v) or v < 0 for v in recipe.eval.lenpen_by_split.values()):
+        fail("eval.lenpen_by_split", recipe.eval.lenpen_by_split, "must map splits to finite penalties >= 0")
+    if recipe.eval.average_last > t.keep_last:
+        fail("eval.average_last", recipe.eval.average_last, f"exceeds train.keep_last ({t.keep_last}): only "
+             f"{t.keep_last} checkpoints are kept to average")
+    if any(c < 1 for c in m.adaptive_cutoffs):
+        fail("model.adaptive_cutoffs", m.adaptive_cutoffs, "must be positive")
     if m.d_model % m.heads:
         fail("model.heads", m.heads, f"must divide model.d_model ({m.d_model})")
     if recipe.task == "lm" and m.encoder_layers != 0:
@@ -323,16 +392,8 @@ def _check(recipe: Recipe, where: str) -> None:
         fail("model.encoder_layers", m.encoder_layers, f"must be at least 1 for task {recipe.task}")
     if m.b2t_depth_scaled_init and VARIANTS[m.variant].b2t == "none":
         fail("model.b2t_depth_scaled_init", True, f"applies to B2T variants only, not {m.variant}")
-    for key, value in (("model.dropout", m.dropout), ("model.attention_dropout", m.attention_dropout),
-                       ("model.activation_dropout", m.activation_dropout),
-                       ("model.adaptive_softmax_dropout", m.adaptive_softmax_dropout),
-                       ("optim.label_smoothing", o.label_smoothing)):
-        if not 0.0 <= value < 1.0:
-            fail(key, value, "must be in [0, 1)")
     if len(o.betas) != 2 or not all(0.0 <= b < 1.0 for b in o.betas):
         fail("optim.betas", o.betas, "must be two numbers in [0, 1)")
-    if o.lr <= 0:
-        fail("optim.lr", o.lr, "must be positive")
     if list(m.adaptive_cutoffs) != sorted(set(m.adaptive_cutoffs)):
         fail("model.adaptive_cutoffs", m.adaptive_cutoffs, "must be strictly increasing")
     if recipe.task != "lm" and d.specaugment and recipe.task != "asr":

@@ -78,23 +78,28 @@ def write(tmp_path: Path, text: str, name="r.yaml") -> Path:
     return p
 
 
-BASE = "task: mt\nmodel: {variant: b2t}\n"
+BASE = "task: mt\ndata: {corpus: c, test_splits: [t]}\n"  # a valid minimal recipe; each case adds one section
+M = BASE + "model: {variant: b2t, %s}\n"
+O = BASE + "optim: {%s}\n"
+T = BASE + "train: {%s}\n"
+E = BASE + "eval: {%s}\n"
 BAD = [
-    ("typo key", BASE + "optim: {lrr: 0.1}\n", [], "optim.lrr", "unknown key"),
+    ("typo key", O % "lrr: 0.1", [], "optim.lrr", "unknown key"),
     ("top-level typo", BASE + "trian: {seed: 1}\n", [], "trian", "unknown key"),
-    ("wrong type int", BASE + "model: {variant: b2t, d_model: big}\n", [], "model.d_model", "expected int"),
-    ("wrong type float", BASE + "optim: {lr: fast}\n", [], "optim.lr", "expected float"),
-    ("bool as int", BASE + "model: {variant: b2t, heads: true}\n", [], "model.heads", "expected int"),
-    ("list expected", BASE + "optim: {betas: 0.9}\n", [], "optim.betas", "expected list"),
-    ("unknown variant", "task: mt\nmodel: {variant: b2tt}\n", [], "model.variant", "not a known variant"),
+    ("wrong type int", M % "d_model: big", [], "model.d_model", "expected int"),
+    ("wrong type float", O % "lr: fast", [], "optim.lr", "expected float"),
+    ("bool as int", M % "heads: true", [], "model.heads", "expected int"),
+    ("list expected", O % "betas: 0.9", [], "optim.betas", "expected list"),
+    ("unknown variant", BASE + "model: {variant: b2tt}\n", [], "model.variant", "not a known variant"),
     ("unknown task", "task: vision\n", [], "task", "not a task"),
-    ("heads do not divide", BASE + "model: {variant: b2t, d_model: 30, heads: 8}\n", [], "model.heads", "must divide"),
-    ("lm with encoder", "task: lm\nmodel: {encoder_layers: 6}\n", [], "model.encoder_layers", "must be 0"),
-    ("b2t init on pre_ln", "task: mt\nmodel: {variant: pre_ln, b2t_depth_scaled_init: true}\n", [],
+    ("heads do not divide", M % "d_model: 30, heads: 8", [], "model.heads", "must divide"),
+    ("lm with encoder", "task: lm\ndata: {corpus: c, test_splits: [t]}\nmodel: {encoder_layers: 6}\n", [],
+     "model.encoder_layers", "must be 0"),
+    ("b2t init on pre_ln", BASE + "model: {variant: pre_ln, b2t_depth_scaled_init: true}\n", [],
      "model.b2t_depth_scaled_init", "B2T variants only"),
-    ("bad precision", BASE + "train: {precision: fp8}\n", [], "train.precision", "not a precision"),
-    ("dropout out of range", BASE + "model: {variant: b2t, dropout: 1.5}\n", [], "model.dropout", "[0, 1)"),
-    ("section not mapping", BASE + "data: 3\n", [], "data", "mapping"),
+    ("bad precision", T % "precision: fp8", [], "train.precision", "not a precision"),
+    ("dropout out of range", M % "dropout: 1.5", [], "model.dropout", "[0, 1)"),
+    ("section not mapping", "task: mt\ndata: 3\n", [], "data", "mapping"),
     ("bad scale name", BASE + "scales: {huge: {}}\n", [], "scales", "not a reduced scale"),
     ("bad key inside scale", BASE + "scales: {mini: {model: {dmodel: 3}}}\n", [], "scales.mini.model.dmodel",
      "unknown key"),
@@ -103,6 +108,30 @@ BAD = [
     ("bad --set key", BASE, ["model.nope=1"], "model.nope", "unknown key"),
     ("invalid yaml", "task: [mt\n", [], "r.yaml", "not valid YAML"),
     ("top level list", "- 1\n- 2\n", [], "r.yaml", "top level must be a mapping"),
+    # values outside their valid range (repro/config.py RANGES) and files that are not recipes
+    ("empty file", "", [], "r.yaml", "empty"),
+    ("comment-only file", "# nothing\n", [], "r.yaml", "empty"),
+    ("duplicate key", BASE + "optim: {lr: 0.1}\noptim: {lr: 0.2}\n", [], "r.yaml", "given twice"),
+    ("lr .nan", O % "lr: .nan", [], "optim.lr", "finite"),
+    ("lr .inf", O % "lr: .inf", [], "optim.lr", "finite"),
+    ("lr 'nan' string", O % "lr: 'nan'", [], "optim.lr", "finite"),
+    ("lr above 1", O % "lr: 100", [], "optim.lr", "(0, 1]"),
+    ("negative eps", O % "eps: -1.0e-8", [], "optim.eps", "(0, 1)"),
+    ("negative warmup", O % "warmup_updates: -5", [], "optim.warmup_updates", "[1, inf)"),
+    ("save_interval 0", T % "save_interval: 0", [], "train.save_interval", "[1, inf)"),
+    ("log_interval 0", T % "log_interval: 0", [], "train.log_interval", "[1, inf)"),
+    ("validate_interval 0", T % "validate_interval: 0", [], "train.validate_interval", "[1, inf)"),
+    ("keep_last -1", T % "keep_last: -1", [], "train.keep_last", "[1, inf)"),
+    ("negative seed", T % "seed: -3", [], "train.seed", "[0, "),
+    ("max_source_positions 0", BASE.replace("test_splits: [t]", "test_splits: [t], max_source_positions: 0"), [],
+     "data.max_source_positions", "[1, inf)"),
+    ("empty corpus name", "task: mt\ndata: {corpus: '', test_splits: [t]}\n", [], "data.corpus", "empty"),
+    ("empty test_splits", "task: mt\ndata: {corpus: c, test_splits: []}\n", [], "data.test_splits", "at least one"),
+    ("average_last 0", E % "average_last: 0", [], "eval.average_last", "[1, inf)"),
+    ("average_last > keep_last", E % "average_last: 20", [], "eval.average_last", "keep_last"),
+    ("negative max_len_b", E % "max_len_b: -1", [], "eval.max_len_b", "[0, inf)"),
+    ("--set lr nan", BASE, ["optim.lr=nan"], "optim.lr", "finite"),
+    ("--set negative beam", BASE, ["eval.beam=-2"], "eval.beam", "[1, inf)"),
 ]
 
 
@@ -118,6 +147,15 @@ def test_malformed_recipe_one_line_error(tmp_path, label, text, sets, key, expec
     result = runner.invoke(app, args)
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output and "error:" in result.output
+
+
+def test_binary_and_latin1_recipes_one_line_error(tmp_path):
+    for name, data in (("bin.yaml", bytes(range(256))), ("latin1.yaml", "task: mt  # café\n".encode("latin-1"))):
+        path = tmp_path / name
+        path.write_bytes(data)
+        result = runner.invoke(app, ["train", str(path), "--print-config"])
+        assert result.exit_code == 2 and "not UTF-8 text" in result.output and name in result.output
+        assert "Traceback" not in result.output
 
 
 def test_missing_scale_and_missing_file(tmp_path):

@@ -53,7 +53,7 @@ def test_state_round_trip():
 
 def test_forced_divergence_is_recorded_as_training_failed(tiny_root, tmp_path):
     r = resolve(REPO / "recipes/6L-6L-post_ln.yaml", "tiny",
-                ["optim.lr=100", "optim.max_updates=12", "model.encoder_layers=2", "model.decoder_layers=2"])
+                ["optim.lr=1.0", "optim.warmup_updates=1", "optim.max_updates=12", "model.encoder_layers=2", "model.decoder_layers=2"])
     status = train_run(r, tmp_path / "run", tiny_root)
     assert status["status"] == "failed", status
     assert "exploded" in status["reason"] or "became" in status["reason"]
