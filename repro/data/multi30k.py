@@ -20,8 +20,11 @@ def _read(source: Path, name: str, lang: str) -> list[str]:
     for path in (source / f"{name}.{lang}.gz", source / f"{name}.{lang}"):
         if path.is_file():
             opener = gzip.open if path.suffix == ".gz" else open
-            with opener(path, "rt", encoding="utf-8") as f:
-                return [line.rstrip("\n") for line in f]
+            try:
+                with opener(path, "rt", encoding="utf-8") as f:
+                    return [line.rstrip("\n") for line in f]
+            except (OSError, EOFError, UnicodeDecodeError) as e:  # truncated or non-gzip archive, non-UTF-8 text
+                raise PrepareError(f"{path}: cannot be read ({type(e).__name__}); replace it with a good copy") from None
     raise PrepareError(f"--source {source}: {name}.{lang}.gz not found (expected Multi30k's data/task1/raw files)")
 
 

@@ -1,7 +1,7 @@
 """Prepare a parallel corpus (MT, headline generation): clean, one joint SentencePiece model, binarize.
 
-Output folder layout (each step is skipped when its output already exists, so an interrupted prepare resumes;
-`meta.json` is written last and marks the corpus complete):
+Built in <corpus>.partial/ (each step is skipped when its output already exists, so an interrupted prepare
+resumes) and renamed into place when complete (repro/data/text.py: begin_prepare, finish_prepare). Layout:
 
     train.raw.{src,tgt}     cleaned training text
     spm.model / spm.vocab   joint SentencePiece model (shared source/target vocabulary)
@@ -17,7 +17,8 @@ from typing import Iterable, Iterator
 
 import sentencepiece as spm
 
-from repro.data.text import encode_file, train_sentencepiece, write_json_atomic, write_lines_atomic
+from repro.data.text import (begin_prepare, encode_file, finish_prepare, read_meta, train_sentencepiece,
+                             write_lines_atomic)
 from repro.progress import console
 
 
@@ -55,7 +56,13 @@ def prepare_parallel(out_dir: Path, corpus: str, train_pairs: Iterable[tuple[str
 
     SentencePiece learns from a uniform sample of at most max_sentences training lines, which bounds memory
     whatever the corpus size."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    final_dir = out_dir
+    inputs = {"corpus": corpus, "vocab_size": vocab_size, "model_type": model_type, "clean": clean,
+              "provenance": provenance}
+    out_dir, done = begin_prepare(final_dir, inputs)
+    if done:
+        console.print(f"[{corpus}] already prepared from these inputs in {final_dir}")
+        return read_meta(final_dir)
     if not (out_dir / "train.raw.src").is_file():
         console.print(f"[{corpus}] cleaning and writing training pairs")
         n = _write_pairs(out_dir, "train.raw", clean_pairs(train_pairs) if clean else train_pairs)
@@ -79,5 +86,4 @@ def prepare_parallel(out_dir: Path, corpus: str, train_pairs: Iterable[tuple[str
     meta = {"corpus": corpus, "kind": "parallel", "source_lang": langs[0], "target_lang": langs[1],
             "spm_model": "spm.model", "vocab_size": spm.SentencePieceProcessor(model_file=str(model)).get_piece_size(), "model_type": model_type,
             "splits": sorted(["train", *eval_splits]), "provenance": provenance}
-    write_json_atomic(out_dir / "meta.json", meta)
-    return meta
+    return finish_prepare(out_dir, final_dir, meta, inputs)

@@ -5,9 +5,11 @@ Token ids follow fairseq's convention: <s>=0, <pad>=1, </s>=2, <unk>=3.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import os
+import shutil
 import random
 import multiprocessing
 from pathlib import Path
@@ -125,9 +127,89 @@ def write_json_atomic(path: Path, data) -> None:
     os.replace(tmp, path)
 
 
-def read_meta(corpus_dir: Path) -> dict:
-    path = Path(corpus_dir) / "meta.json"
+# -- a prepared corpus is built in <name>.partial/ and completed by one rename ----------------------------------
+
+CHECKSUM_LIMIT = 16 << 20  # files up to this size also get a SHA-256 in meta.json (sizes are recorded for all)
+
+
+def _prepare_hint(corpus_dir: Path) -> str:
+    return f"run `lnrepro prepare` for {Path(corpus_dir).name} again"
+
+
+def _file_facts(path: Path) -> dict:
+    facts = {"bytes": path.stat().st_size}
+    if facts["bytes"] <= CHECKSUM_LIMIT:
+        facts["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return facts
+
+
+def begin_prepare(out_dir: Path, inputs: dict) -> tuple[Path, bool]:
+    """Where to build a corpus made from `inputs`, and whether `out_dir` already holds exactly that corpus.
+
+    A complete corpus of other inputs (another --source or --vocab-size) is rebuilt beside it and replaced only
+    when the new one is complete. An interrupted build resumes when its inputs match, and starts over otherwise."""
+    out_dir = Path(out_dir)
+    meta_path = out_dir / "meta.json"
+    if meta_path.is_file():
+        try:
+            meta = read_meta(out_dir)
+            if meta.get("inputs") == inputs:
+                return out_dir, True
+        except PrepareError:
+            pass  # damaged: rebuild
+    partial = out_dir.with_name(out_dir.name + ".partial")
+    recorded = partial / "inputs.json"
+    if partial.is_dir() and (not recorded.is_file() or _load_json(recorded) != inputs):
+        shutil.rmtree(partial)
+    partial.mkdir(parents=True, exist_ok=True)
+    if not recorded.is_file():
+        write_json_atomic(recorded, inputs)
+    return partial, False
+
+
+def finish_prepare(partial: Path, out_dir: Path, meta: dict, inputs: dict) -> dict:
+    """Record every file's size (and small files' checksums) in meta.json, then swap the build into place."""
+    files = {p.name: _file_facts(p) for p in sorted(partial.iterdir())
+             if p.is_file() and p.name not in ("meta.json", "inputs.json") and not p.name.endswith(".tmp")}
+    meta = {**meta, "inputs": inputs, "files": files}
+    write_json_atomic(partial / "meta.json", meta)
+    old = out_dir.with_name(out_dir.name + ".old")
+    if old.exists():
+        shutil.rmtree(old)
+    if out_dir.exists():
+        os.replace(out_dir, old)
+    os.replace(partial, out_dir)  # the one step that makes the new corpus the prepared one
+    shutil.rmtree(old, ignore_errors=True)
+    return meta
+
+
+def _load_json(path: Path):
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def read_meta(corpus_dir: Path, verify: bool = True) -> dict:
+    """The corpus's meta.json, after checking that every file it lists is there with its recorded size (and
+    checksum, for small files); any fault is one line naming the file and the prepare command that fixes it."""
+    corpus_dir = Path(corpus_dir)
+    path = corpus_dir / "meta.json"
     if not path.is_file():
-        raise PrepareError(f"{corpus_dir}: no prepared corpus here (meta.json missing); "
-                           f"run `lnrepro prepare {Path(corpus_dir).name}` first")
-    return json.loads(path.read_text())
+        raise PrepareError(f"{corpus_dir}: no prepared corpus here (meta.json missing); {_prepare_hint(corpus_dir)}"
+                           if corpus_dir.with_name(corpus_dir.name + ".partial").exists() else
+                           f"{corpus_dir}: no prepared corpus here (meta.json missing); "
+                           f"run `lnrepro prepare {corpus_dir.name}` first")
+    meta = _load_json(path)
+    if not isinstance(meta, dict) or "vocab_size" not in meta:
+        raise PrepareError(f"{path}: not a prepared corpus's metadata (garbled); {_prepare_hint(corpus_dir)}")
+    for name, facts in (meta.get("files") or {}).items() if verify else ():
+        f = corpus_dir / name
+        if not f.is_file() or f.stat().st_size != facts["bytes"]:
+            found = f"{f.stat().st_size} bytes" if f.is_file() else "missing"
+            raise PrepareError(f"{f}: {found}, expected {facts['bytes']} bytes (damaged or half-written); "
+                               f"{_prepare_hint(corpus_dir)}")
+        if "sha256" in facts and hashlib.sha256(f.read_bytes()).hexdigest() != facts["sha256"]:
+            raise PrepareError(f"{f}: its contents changed since it was prepared (checksum differs); "
+                               f"{_prepare_hint(corpus_dir)}")
+    return meta

@@ -20,7 +20,8 @@ import numpy as np
 import torch
 
 from repro.data.binarized import TokenArray, TokenArrayWriter
-from repro.data.text import BOS, EOS, PAD, UNK, PrepareError, write_json_atomic
+from repro.data.text import (BOS, EOS, PAD, UNK, PrepareError, begin_prepare, finish_prepare, read_meta,
+                             write_json_atomic)
 from repro.data.wmt import download
 from repro.progress import console, progress_bar
 
@@ -47,7 +48,11 @@ def binarize_lines(lines, vocab: dict[str, int], prefix: Path, description: str)
 
 def prepare_lm_corpus(out_dir: Path, name: str, splits: dict[str, list[str]], provenance: dict) -> dict:
     """splits: train/valid/test -> lines. Vocabulary from train; each split one token stream (line per row)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    final_dir = out_dir
+    inputs = {"corpus": name, "provenance": provenance, "lines": {k: len(v) for k, v in splits.items()}}
+    out_dir, done = begin_prepare(final_dir, inputs)
+    if done:
+        return read_meta(final_dir)
     vocab_path = out_dir / "dict.json"
     if vocab_path.is_file():
         words = json.loads(vocab_path.read_text())
@@ -61,8 +66,7 @@ def prepare_lm_corpus(out_dir: Path, name: str, splits: dict[str, list[str]], pr
             binarize_lines(lines, index, out_dir / split, f"{name} {split}")
     meta = {"corpus": name, "kind": "lm", "vocab_size": len(words), "dict": "dict.json",
             "splits": sorted(splits), "provenance": provenance}
-    write_json_atomic(out_dir / "meta.json", meta)
-    return meta
+    return finish_prepare(out_dir, final_dir, meta, inputs)
 
 
 def _read_split(source: Path, split: str) -> list[str] | None:

@@ -1,0 +1,186 @@
+"""Faults and bad input: each case asserts the exact outcome, a one-line error with exit code 2 or untouched files.
+
+Prepared corpora (rebuilt for other inputs, repaired after damage or an interrupted build), run directories
+(locked, never deleted without --overwrite, never resumed under another recipe), committed records (never replaced
+by another recipe or an override run), checkpoints (checksums), references (line counts).
+"""
+
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import tiny_pairs
+from repro.cli import app
+from repro.data.parallel import prepare_parallel
+from repro.data.text import PrepareError, read_meta
+from repro.eval import metrics
+
+REPO = Path(__file__).resolve().parents[1]
+runner = CliRunner()
+
+
+def small_corpus(root: Path, vocab: int = 60, seed: int = 1) -> dict:
+    evals = {"valid": tuple(map(list, zip(*tiny_pairs(12, 2)))), "test": tuple(map(list, zip(*tiny_pairs(6, 3))))}
+    return prepare_parallel(root / "tiny_parallel", "tiny_parallel", iter(tiny_pairs(300, seed)), evals, vocab,
+                            ("src", "tgt"), provenance={"generated": f"seed {seed}"})
+
+
+def one_line_exit_2(result, *needles):
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and "error:" in result.output
+    for n in needles:
+        assert n in result.output.replace("\n", ""), (n, result.output)
+
+
+# -- prepared corpora -----------------------------------------------------------------------------------------
+
+def test_reprepare_other_inputs_rebuilds_same_inputs_reuses(tmp_path):
+    small_corpus(tmp_path, vocab=60)
+    out = tmp_path / "tiny_parallel"
+    stamp = (out / "train.src.bin").stat().st_mtime_ns
+    assert small_corpus(tmp_path, vocab=60)["vocab_size"] == read_meta(out)["vocab_size"]
+    assert (out / "train.src.bin").stat().st_mtime_ns == stamp                 # same inputs: reused
+    meta = small_corpus(tmp_path, vocab=80)
+    assert meta["inputs"]["vocab_size"] == 80 and read_meta(out)["inputs"]["vocab_size"] == 80
+    assert (out / "train.src.bin").stat().st_mtime_ns != stamp                 # other inputs: rebuilt, not reused
+    assert not list(tmp_path.glob("*.partial")) and not list(tmp_path.glob("*.old"))
+
+
+@pytest.mark.parametrize("damage", ["truncate_bin", "delete_bin", "garble_spm", "meta_is_list", "flip_token"])
+def test_damaged_corpus_is_named_and_prepare_repairs_it(tmp_path, damage):
+    small_corpus(tmp_path)
+    out = tmp_path / "tiny_parallel"
+    target = {"truncate_bin": "train.src.bin", "delete_bin": "test.tgt.bin", "garble_spm": "spm.model",
+              "meta_is_list": "meta.json", "flip_token": "valid.src.bin"}[damage]
+    path = out / target
+    if damage == "truncate_bin":
+        path.write_bytes(path.read_bytes()[:-4])
+    elif damage == "delete_bin":
+        path.unlink()
+    elif damage == "garble_spm":
+        path.write_bytes(b"\x00" * path.stat().st_size)
+    elif damage == "meta_is_list":
+        path.write_text("[1, 2]\n")
+    else:  # a token id changed in place: same size, other bytes (e.g. beyond the vocabulary)
+        data = bytearray(path.read_bytes())
+        data[0:4] = (10 ** 6).to_bytes(4, "little")
+        path.write_bytes(bytes(data))
+    with pytest.raises(PrepareError) as e:
+        read_meta(out)
+    assert target in str(e.value) and "prepare" in str(e.value) and "\n" not in str(e.value)
+    r = runner.invoke(app, ["train", str(REPO / "recipes/6L-6L-b2t.yaml"), "--scale", "tiny", "--root", str(tmp_path),
+                            "--run-dir", str(tmp_path / "run"), "--results", str(tmp_path / "res")])
+    one_line_exit_2(r, target)
+    assert not (tmp_path / "run/checkpoint_2.pt").exists()
+    small_corpus(tmp_path)                                                      # the same command repairs it
+    assert read_meta(out)["vocab_size"] > 0
+
+
+def test_interrupted_build_resumes_and_a_stale_partial_is_discarded(tmp_path):
+    out = tmp_path / "tiny_parallel"
+    partial = tmp_path / "tiny_parallel.partial"
+    partial.mkdir()
+    (partial / "inputs.json").write_text(json.dumps({"something": "else"}))
+    (partial / "train.raw.src").write_text("stale\n")
+    small_corpus(tmp_path)
+    assert not partial.exists() and read_meta(out)["splits"] == ["test", "train", "valid"]
+    assert "stale" not in (out / "train.raw.src").read_text()
+
+
+def test_bad_archives_and_encodings_are_named(tmp_path):
+    src = tmp_path / "m30k"
+    shutil.copytree(REPO.parent / "shared/data/multi30k", src)
+    good = (src / "val.de.gz").read_bytes()
+    (src / "val.de.gz").write_bytes(good[: len(good) // 2])                       # a truncated gzip
+    one_line_exit_2(runner.invoke(app, ["prepare", "multi30k", "--source", str(src), "--root", str(tmp_path / "d")]),
+                    "val.de.gz", "cannot be read")
+    (src / "val.de.gz").write_bytes(gzip.compress("caf\xe9\n".encode("latin-1")))  # not UTF-8
+    one_line_exit_2(runner.invoke(app, ["prepare", "multi30k", "--source", str(src), "--root", str(tmp_path / "d")]),
+                    "val.de.gz", "UnicodeDecodeError")
+    assert not (tmp_path / "d/multi30k/meta.json").exists()
+
+
+# -- run directories and records ------------------------------------------------------------------------------
+
+def train_args(tiny_root, tmp_path, *extra):
+    return ["train", str(REPO / "recipes/6L-6L-post_ln.yaml"), "--scale", "tiny", "--root", str(tiny_root),
+            "--run-dir", str(tmp_path / "run"), "--results", str(tmp_path / "results"), *extra]
+
+
+def test_a_finished_run_is_kept_unless_overwrite(tiny_root, tmp_path):
+    assert runner.invoke(app, train_args(tiny_root, tmp_path)).exit_code == 0
+    before = sorted(p.name for p in (tmp_path / "run").iterdir())
+    one_line_exit_2(runner.invoke(app, train_args(tiny_root, tmp_path)), "already holds a completed run", "--resume",
+                    "--overwrite")
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == before
+    # a bad value fails at load and leaves the run as it was
+    one_line_exit_2(runner.invoke(app, train_args(tiny_root, tmp_path, "--overwrite", "--set", "optim.lr=2")), "optim.lr")
+    assert json.loads((tmp_path / "run/status.json").read_text())["status"] == "completed"
+    assert runner.invoke(app, train_args(tiny_root, tmp_path, "--overwrite")).exit_code == 0
+
+
+def test_resume_under_a_changed_recipe_is_refused(tiny_root, tmp_path):
+    assert runner.invoke(app, train_args(tiny_root, tmp_path)).exit_code == 0
+    one_line_exit_2(runner.invoke(app, train_args(tiny_root, tmp_path, "--resume", "--set", "optim.lr=0.002")),
+                    "recipe hash", "--allow-recipe-change")
+
+
+def test_damaged_checkpoint_is_refused_on_resume_and_evaluate(tiny_root, tmp_path):
+    assert runner.invoke(app, train_args(tiny_root, tmp_path)).exit_code == 0
+    ckpt = sorted((tmp_path / "run").glob("checkpoint_*.pt"))[-1]
+    data = bytearray(ckpt.read_bytes())
+    data[len(data) // 2] ^= 0x01                                                  # one bit inside tensor data
+    ckpt.write_bytes(bytes(data))
+    one_line_exit_2(runner.invoke(app, train_args(tiny_root, tmp_path, "--resume")), ckpt.name, "damaged")
+    one_line_exit_2(runner.invoke(app, ["evaluate", str(tmp_path / "run"), "--root", str(tiny_root),
+                                        "--results", str(tmp_path / "results")]), ckpt.name, "damaged")
+
+
+def test_second_process_on_a_locked_run_is_refused(tiny_root, tmp_path):
+    from repro.train.loop import run_lock
+    (tmp_path / "run").mkdir()
+    code = (f"import sys, time; sys.path.insert(0, {str(REPO)!r}); from pathlib import Path; "
+            f"from repro.train.loop import run_lock\nwith run_lock(Path({str(tmp_path / 'run')!r})):\n"
+            f"    print('locked', flush=True); time.sleep(30)")
+    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        one_line_exit_2(runner.invoke(app, train_args(tiny_root, tmp_path, "--resume")), "in use by another",
+                        f"pid {holder.pid}")
+    finally:
+        holder.kill()
+        holder.wait()
+    with run_lock(tmp_path / "run"):  # released when the holder died
+        pass
+
+
+def test_override_run_beside_a_committed_record_leaves_it_untouched(tiny_root, tmp_path):
+    assert runner.invoke(app, train_args(tiny_root, tmp_path)).exit_code == 0
+    committed = tmp_path / "results/tiny/6L-6L-post_ln/seed1.json"
+    text = committed.read_text()
+    r = runner.invoke(app, ["train", str(REPO / "recipes/6L-6L-post_ln.yaml"), "--scale", "tiny", "--root",
+                            str(tiny_root), "--run-dir", str(tmp_path / "run2"), "--results", str(tmp_path / "results"),
+                            "--set", "optim.max_updates=3"])
+    assert r.exit_code == 0, r.output
+    assert committed.read_text() == text
+    (override,) = (tmp_path / "results/tiny/overrides/6L-6L-post_ln").rglob("seed1.json")
+    assert json.loads(override.read_text())["overrides"] == ["optim.max_updates=3"]
+    # a record of another recipe hash in the recipe's own slot is refused before any training
+    rec = json.loads(text)
+    committed.write_text(json.dumps({**rec, "recipe_hash": "0123456789ab"}))
+    one_line_exit_2(runner.invoke(app, train_args(tiny_root, tmp_path, "--overwrite")), "0123456789ab", "git rm")
+    assert json.loads(committed.read_text())["recipe_hash"] == "0123456789ab"
+
+
+def test_references_must_match_hypotheses_line_for_line():
+    with pytest.raises(ValueError, match="3 hypotheses against 2 references"):
+        metrics.bleu(["a b", "c d", "e f"], ["a b", "c d"])
+    assert metrics.bleu(["a b c d"], ["a b c d"])[0] == pytest.approx(100.0)
