@@ -18,7 +18,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode="
                   help="Reproduce 'On Layer Normalizations and Residual Connections in Transformers' "
                        "(Takase et al. 2022): prepare data, train a table cell, evaluate it, compare with the paper.")
 
-DATASETS = ("wmt", "wmt-sample", "multi30k", "gigaword", "wikitext103", "librispeech", "speech-mini")
+DATASETS = ("wmt", "wmt-sample", "multi30k", "gigaword", "wikitext103", "librispeech", "speech-mini", "tiny")
 
 
 def default_root() -> Path:
@@ -98,6 +98,12 @@ def prepare(dataset: str = typer.Argument(..., help=f"One of: {', '.join(DATASET
         elif dataset == "speech-mini":
             from repro.data.speech_mini import prepare_speech_mini
             meta = prepare_speech_mini(root, source, vocab_size or 1000)
+        elif dataset == "tiny":
+            from repro.data.tiny import ensure_tiny_corpora
+            made = ensure_tiny_corpora(root, source)
+            console.print(f"tiny corpora in {root}: {', '.join(made) or 'already prepared'}"
+                          + ("" if source else " (tiny_speech needs --source with a LibriSpeech/ folder)"))
+            return
         else:
             fail(f"prepare {dataset!r}: unknown dataset (expected one of {', '.join(DATASETS)})")
     except _known_errors() as e:
@@ -110,6 +116,7 @@ def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. reci
           scale: str = typer.Option("paper", "--scale", help="paper, mini or tiny (DESIGN's scale ladder)."),
           run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="Default: runs/<recipe>-<scale>-s<seed>."),
           set_: List[str] = typer.Option([], "--set", help="Override a recipe key, e.g. --set optim.lr=5e-4 (repeatable)."),
+          seed: Optional[int] = typer.Option(None, "--seed", help="Seed (train.seed); another seed is the same recipe, not an override."),
           resume: bool = typer.Option(False, "--resume", help="Continue from the run directory's last checkpoint."),
           overwrite: bool = typer.Option(False, "--overwrite", help="Replace the run the run directory already holds."),
           allow_recipe_change: bool = typer.Option(False, "--allow-recipe-change",
@@ -124,13 +131,16 @@ def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. reci
     """
     from repro.config import dump_yaml, resolve
     try:
-        resolved = resolve(recipe, scale, set_)
+        resolved = resolve(recipe, scale, [*set_, *([f"train.seed={seed}"] if seed is not None else [])])
     except RecipeError as e:
         fail(str(e))
     if print_config:
         print(f"# {recipe} at scale {scale}\n" + dump_yaml(resolved.recipe), end="")
         return
     set_threads(threads)
+    if scale == "tiny":  # the tiny corpora are generated, so a smoke test needs no prepare step
+        from repro.data.tiny import ensure_tiny_corpora
+        ensure_tiny_corpora(root or default_root())
     from repro.results import check_record_slot, record_path, write_record
     from repro.train.loop import train_run
     run_dir = run_dir or Path("runs") / f"{resolved.name.replace('/', '-')}-{scale}-s{resolved.recipe.train.seed}"
@@ -281,6 +291,84 @@ def claims(scale: str = typer.Option("mini", "--scale", help="Whose records to j
     except ValueError as e:
         fail(str(e))
     if out is not None:
+        print(out, end="")
+
+
+@app.command()
+def reproduce(table_number: int = typer.Argument(..., metavar="TABLE", help="Table 1-6, 9 or 10."),
+              scale: str = typer.Option("mini", "--scale", help="paper, mini or tiny."),
+              seeds: int = typer.Option(1, "--seeds", help="Seeds 1..N per cell."),
+              jobs: int = typer.Option(2, "--jobs", help="Runs at once (local launcher)."),
+              threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads per run (default: cores / jobs)."),
+              launcher: str = typer.Option("local", "--launcher", help="local, slurm, or submitit-local (the SLURM path on this machine)."),
+              plan_only: bool = typer.Option(False, "--plan", help="Print the runs, what is done, partial or missing; run nothing."),
+              cells: List[str] = typer.Option([], "--cells", help="GROUP or GROUP:METHOD, e.g. 6L-6L or 18L-18L:b2t (repeatable)."),
+              slurm_config: Optional[Path] = typer.Option(None, "--slurm-config", help="YAML with partition, account, qos, constraint, time, gpus, cpus."),
+              partition: Optional[str] = typer.Option(None, "--partition", help="SLURM partition."),
+              account: Optional[str] = typer.Option(None, "--account", help="SLURM account."),
+              time_min: Optional[int] = typer.Option(None, "--time", help="SLURM time limit per run, minutes."),
+              gpus: Optional[int] = typer.Option(None, "--gpus", help="GPUs per SLURM job (torchrun inside when > 1)."),
+              runs: Path = typer.Option(Path("runs"), "--runs", help="Where run directories live."),
+              root: Path = typer.Option(None, "--root", help="Prepared corpora (default data/ or $LNREPRO_DATA)."),
+              results: Path = typer.Option(Path("results"), "--results", help="Folder of run records.")):
+    """Run every cell of a table (train, evaluate; finished runs skipped, interrupted ones resumed), then render it.
+
+    Example: [bold]lnrepro reproduce 1 --scale mini --seeds 3 --jobs 16[/bold]
+    """
+    from repro import reproduce as rp
+    from repro.config import SCALES
+    if scale not in SCALES:
+        fail(f"--scale {scale!r}: expected one of {', '.join(SCALES)}")
+    if launcher not in ("local", "slurm", "submitit-local"):
+        fail(f"--launcher {launcher!r}: expected local, slurm or submitit-local")
+    if jobs < 1:
+        fail(f"--jobs {jobs}: expected at least 1")
+    data_root = root or default_root()
+    if scale == "tiny":
+        from repro.data.tiny import ensure_tiny_corpora
+        ensure_tiny_corpora(data_root)
+    try:
+        planned = rp.plan(table_number, scale, seeds, cells, results, runs)
+    except (ValueError, RecipeError) as e:
+        fail(str(e))
+    stale = rp.stale_records(planned)
+    print(rp.describe_plan(planned), end="")
+    if plan_only:
+        return
+    if stale:
+        fail(f"{len(stale)} records of earlier recipe versions hold the slots these runs write: remove them first "
+             f"(git rm {' '.join(stale[:3])}{' ...' if len(stale) > 3 else ''})")
+    todo = [r for r in planned if r.state != "done"]
+    if not todo:
+        console.print(f"nothing to do: all {len(planned)} runs of table {table_number} at scale {scale} are done")
+    elif launcher == "local":
+        from repro.launch import default_threads, run_jobs
+        done = run_jobs(rp.local_jobs(planned, results, data_root), jobs,
+                        threads or default_threads(min(jobs, len(todo))))
+        bad = [j for j in done if j.state != "done"]
+        if bad:
+            fail(f"{len(bad)} runs did not finish: " + ", ".join(f"{j.name} ({j.log})" for j in bad))
+    else:
+        try:
+            settings = rp.slurm_settings(slurm_config, {"partition": partition, "account": account, "time": time_min,
+                                                        "gpus": gpus})
+            submitted = rp.submit(planned, results, data_root, runs / "slurm", settings,
+                                  local=launcher == "submitit-local")
+        except ValueError as e:
+            fail(str(e))
+        console.print(f"submitted {len(submitted)} jobs: " + ", ".join(str(j.job_id) for j in submitted))
+        if launcher == "slurm":
+            console.print(f"run `lnrepro reproduce {table_number} --scale {scale} --seeds {seeds} --plan` to follow "
+                          f"them, and `lnrepro table {table_number} --scale {scale}` when they are done")
+            return
+        for job in submitted:
+            try:
+                job.result()
+            except Exception as e:  # a failed job: its log under runs/slurm says why
+                fail(f"submitit job {job.job_id} failed ({type(e).__name__}); its log is under {runs / 'slurm'}")
+    from repro.tables.render import render_table
+    out = render_table(table_number, scale=scale, fmt="text", results_dir=results)
+    if out:
         print(out, end="")
 
 

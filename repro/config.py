@@ -222,9 +222,11 @@ class ResolvedRecipe:
         return self.path.stem
 
     def hash(self) -> str:
-        """Hash of the resolved settings: two runs with the same hash ran the same recipe."""
-        body = json.dumps(self.recipe.to_dict(), sort_keys=True)
-        return hashlib.sha256(body.encode()).hexdigest()[:12]
+        """Hash of the resolved settings but the seed: two runs with the same hash ran the same recipe (the seed is
+        part of a record's key, not of its recipe)."""
+        d = self.recipe.to_dict()
+        d["train"].pop("seed")
+        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
 
 # -- loading --------------------------------------------------------------------------------------------------
@@ -448,7 +450,9 @@ def resolve(path: str | Path, scale: str = "paper", sets: list[str] | None = Non
     where = f"{path}:" if not sets else f"{path} (with --set):"
     recipe = _build(Recipe, data, where)
     _check(recipe, where)
-    return ResolvedRecipe(path=path, scale=scale, recipe=recipe, overrides=list(sets or []))
+    # The seed is not an override: a run of another seed is a run of the same recipe.
+    overrides = [item for item in sets or [] if parse_set(item)[0] != ["train", "seed"]]
+    return ResolvedRecipe(path=path, scale=scale, recipe=recipe, overrides=overrides)
 
 
 def dump_yaml(recipe: Recipe) -> str:

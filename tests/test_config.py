@@ -213,3 +213,18 @@ def test_cli_help_version_recipes():
 def test_unbuilt_and_unknown_prepare_exit_2():
     assert runner.invoke(app, ["prepare", "imagenet"]).exit_code == 2
     assert runner.invoke(app, ["prepare", "multi30k"]).exit_code == 2  # needs --source
+
+
+def test_every_corpus_a_recipe_names_has_a_prepare_command_that_exists():
+    from repro.cli import DATASETS
+    from repro.config import SCALES
+    from repro.data.corpora import PREPARE_COMMANDS
+    corpora = set()
+    for path in sorted((REPO / "recipes").rglob("*.yaml")):
+        if "base" in path.parts or "calibration" in path.parts:
+            continue
+        for scale in SCALES:
+            corpora.add(resolve(path, scale).recipe.data.corpus)
+    assert corpora <= set(PREPARE_COMMANDS)
+    for command in PREPARE_COMMANDS.values():
+        assert command.split()[2] in DATASETS, command

@@ -85,9 +85,10 @@ def test_non_finite_loss_fails_cleanly(tiny_root, tmp_path):
 
 
 def test_clear_errors_for_missing_data_and_bad_checkpoint(tiny_root, tmp_path):
-    r = runner.invoke(app, ["train", str(REPO / "recipes/6L-6L-b2t.yaml"), "--scale", "tiny",
-                            "--root", str(tmp_path / "empty"), "--run-dir", str(tmp_path / "r")])
-    assert r.exit_code == 2 and "lnrepro prepare" in r.output
+    r = runner.invoke(app, ["train", str(REPO / "recipes/6L-6L-b2t.yaml"), "--scale", "mini",
+                            "--root", str(tmp_path / "empty"), "--run-dir", str(tmp_path / "r"),
+                            "--results", str(tmp_path / "res")])
+    assert r.exit_code == 2 and "lnrepro prepare multi30k --source" in r.output.replace("\n", "")
     run = tmp_path / "bad"
     run.mkdir()
     (run / "checkpoint_2.pt").write_bytes(b"not a checkpoint")
@@ -140,3 +141,13 @@ def test_every_variant_trains_tiny(tiny_root, tmp_path, variant):
                                            "optim.max_updates=6"]), tmp_path / "run", tiny_root, resume=True,
                   allow_recipe_change=True)
         assert (tmp_path / "run/admin_profile.json").stat().st_mtime_ns == before  # reused, not recomputed
+
+
+def test_tiny_scale_works_from_the_cli_alone(tmp_path, monkeypatch):
+    """A smoke test of an install: no prepare step, the tiny corpora are generated in the data root."""
+    monkeypatch.chdir(tmp_path)
+    r = runner.invoke(app, ["train", str(REPO / "recipes/6L-6L-b2t.yaml"), "--scale", "tiny", "--threads", "1"])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "data/tiny_parallel/meta.json").is_file() and (tmp_path / "results/tiny/6L-6L-b2t/seed1.json").is_file()
+    r = runner.invoke(app, ["prepare", "tiny"])
+    assert r.exit_code == 0 and "already prepared" in r.output

@@ -3,6 +3,9 @@
 import csv
 import io
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -157,3 +160,14 @@ def test_unknown_table_and_format(tmp_path):
     assert runner.invoke(app, ["table", "11"]).exit_code == 2
     assert runner.invoke(app, ["table", "1", "--format", "docx"]).exit_code == 2
     assert runner.invoke(app, ["table", "3", "--paper", "ja"]).exit_code == 2
+
+
+def test_piped_output_at_80_columns_never_truncates(tmp_path):
+    fixture_records(tmp_path)
+    env = {**os.environ, "COLUMNS": "80"}
+    for args in (["table", "1", "--scale", "mini"], ["table", "8", "--scale", "mini"], ["claims"]):
+        out = subprocess.run([sys.executable, "-m", "repro.cli", *args, "--results", str(tmp_path)], env=env,
+                             capture_output=True, text=True, check=True)
+        text = out.stdout + out.stderr
+        assert "…" not in text and text.strip(), args
+    assert "B2T connection" in text or "B2T" in text

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
+from repro.data.corpora import prepare_command
+
 
 class TokenArrayWriter:
     def __init__(self, prefix: Path, dtype=np.int32):
@@ -54,7 +56,8 @@ class TokenArray:
         self.out_dtype = out_dtype
         bin_path, idx_path = prefix.with_name(prefix.name + ".bin"), prefix.with_name(prefix.name + ".idx")
         if not bin_path.is_file() or not idx_path.is_file():
-            raise FileNotFoundError(f"{bin_path}: binarized data missing; run `lnrepro prepare` first")
+            raise FileNotFoundError(f"{bin_path}: binarized data missing; run "
+                                    f"`{prepare_command(bin_path.parent.name)}` again")
         self.offsets = np.fromfile(idx_path, dtype=np.int64)
         row_bytes = np.dtype(dtype).itemsize * (width or 1)
         n_rows = bin_path.stat().st_size // row_bytes

@@ -18,6 +18,7 @@ from typing import Iterable, Iterator
 import sentencepiece as spm
 
 from repro.data.binarized import TokenArrayWriter
+from repro.data.corpora import prepare_command
 from repro.progress import progress_bar
 
 BOS, PAD, EOS, UNK = 0, 1, 2, 3
@@ -133,7 +134,7 @@ CHECKSUM_LIMIT = 16 << 20  # files up to this size also get a SHA-256 in meta.js
 
 
 def _prepare_hint(corpus_dir: Path) -> str:
-    return f"run `lnrepro prepare` for {Path(corpus_dir).name} again"
+    return f"run `{prepare_command(Path(corpus_dir).name)}` again"
 
 
 def _file_facts(path: Path) -> dict:
@@ -199,7 +200,7 @@ def read_meta(corpus_dir: Path, verify: bool = True) -> dict:
         raise PrepareError(f"{corpus_dir}: no prepared corpus here (meta.json missing); {_prepare_hint(corpus_dir)}"
                            if corpus_dir.with_name(corpus_dir.name + ".partial").exists() else
                            f"{corpus_dir}: no prepared corpus here (meta.json missing); "
-                           f"run `lnrepro prepare {corpus_dir.name}` first")
+                           f"run `{prepare_command(corpus_dir.name)}` first")
     meta = _load_json(path)
     if not isinstance(meta, dict) or "vocab_size" not in meta:
         raise PrepareError(f"{path}: not a prepared corpus's metadata (garbled); {_prepare_hint(corpus_dir)}")

@@ -12,6 +12,7 @@ import torch
 
 from repro.config import resolve
 from repro.data.batching import token_batches
+from repro.data.corpora import prepare_command
 from repro.data.text import PAD, read_meta
 from repro.eval import metrics
 from repro.eval.generate import beam_search
@@ -31,7 +32,8 @@ def load_run(run_dir: Path):
     if not status_path.is_file():
         raise EvaluateError(f"{run_dir}: not a finished run (status.json missing); train it first")
     status = json.loads(status_path.read_text())
-    resolved = resolve(status["recipe"], status["scale"], status.get("overrides", []))
+    resolved = resolve(status["recipe"], status["scale"],
+                       [*status.get("overrides", []), f"train.seed={status.get('seed', 1)}"])
     return status, resolved
 
 
@@ -81,7 +83,7 @@ def evaluate_run(run_dir: Path, data_root: Path, write: bool = True) -> dict:
             refs = ref_path.read_text(encoding="utf-8").splitlines()
             if len(refs) != len(hyps):
                 raise EvaluateError(f"{ref_path}: {len(refs)} reference lines for {len(hyps)} test sentences; "
-                                    f"prepare the corpus again (lnrepro prepare ...)")
+                                    f"run `{prepare_command(r.data.corpus)}` again")
             (run_dir / f"hyp.{split}.txt").write_text("\n".join(hyps) + "\n", encoding="utf-8")
             if r.task == "mt":
                 score, sig = metrics.bleu(hyps, refs)

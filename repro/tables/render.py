@@ -158,7 +158,9 @@ def to_csv(rows: list[dict]) -> str:
     return buf.getvalue()
 
 
-def text(spec, columns, rows, scale, paper_version) -> None:
+def text(spec, columns, rows, scale, paper_version) -> str | None:
+    """A rich table on a terminal wide enough for it; otherwise (piped, narrow) the Markdown layout, which never
+    truncates a number."""
     from rich.table import Table
 
     from repro.progress import console
@@ -188,7 +190,10 @@ def text(spec, columns, rows, scale, paper_version) -> None:
                 cell += f"\n[{'green' if good else 'red'}]{r['delta']:+.2f}[/]"
             parts.append(cell)
         t.add_row(TITLES[method], *parts)
+    if not console.is_terminal or console.measure(t).maximum > console.width:
+        return markdown(spec, columns, rows, scale, paper_version)
     console.print(t)
+    return None
 
 
 def render_table(number: int, scale: str = "paper", fmt: str = "text", results_dir: Path = Path("results"),
@@ -209,8 +214,7 @@ def render_table(number: int, scale: str = "paper", fmt: str = "text", results_d
         return markdown(spec, columns, rows, scale, paper_version)
     if fmt == "latex":
         return latex(spec, columns, rows, scale, paper_version)
-    text(spec, columns, rows, scale, paper_version)
-    return None
+    return text(spec, columns, rows, scale, paper_version)
 
 
 # -- Tables 7 and 8 ---------------------------------------------------------------------------------------------
@@ -291,6 +295,8 @@ def _simple(rows: list[dict], fmt: str, title: str, scale: str) -> str | None:
         if r["status"] == "differs":
             ours = f"[yellow]{ours}[/yellow]"
         t.add_row(r["group"], r["method"], r["metric"], str(r["paper"]), ours)
+    if not console.is_terminal or console.measure(t).maximum > console.width:
+        return _simple(rows, "markdown", title, scale)  # piped or narrow: never truncate
     console.print(t)
     return None
 

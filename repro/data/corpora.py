@@ -1,0 +1,22 @@
+"""The prepared corpora that recipes name, and the command that prepares each (hints in errors name these)."""
+
+from __future__ import annotations
+
+PREPARE_COMMANDS = {
+    "wmt16_ende": "lnrepro prepare wmt",
+    "wmt_sample": "lnrepro prepare wmt-sample --source ../shared/data",
+    "multi30k": "lnrepro prepare multi30k --source ../shared/data/multi30k",
+    "gigaword": "lnrepro prepare gigaword",
+    "gigaword_sample": "lnrepro prepare gigaword --source ../shared/data/gigaword",
+    "wikitext103": "lnrepro prepare wikitext103",
+    "wikitext103_mini": "lnrepro prepare wikitext103 --source ../shared/data/wikitext103",
+    "librispeech": "lnrepro prepare librispeech",
+    "speech_mini": "lnrepro prepare speech-mini --source ../shared/data/multi30k",
+    "tiny_parallel": "lnrepro prepare tiny",
+    "tiny_lm": "lnrepro prepare tiny",
+    "tiny_speech": "lnrepro prepare tiny --source ../shared/data/librispeech",
+}
+
+
+def prepare_command(corpus: str) -> str:
+    return PREPARE_COMMANDS.get(corpus, "lnrepro prepare DATASET (see lnrepro prepare --help)")

@@ -1,0 +1,190 @@
+"""`lnrepro reproduce TABLE`: every (recipe, scale, seed) run a table needs, planned, run and evaluated.
+
+The plan comes from the table's spec (repro/tables/spec.py). A run is
+- done: its record (results/<scale>/<recipe>/seed<N>.json) has the current recipe hash and is evaluated, or failed;
+- partial: its run directory holds a started or finished run that still needs training or evaluation;
+- missing: nothing yet.
+Each run that is not done is one job of `lnrepro train ... --resume` then `lnrepro evaluate`, written to the same
+records as by hand (repro/results.py keeps them safe). Jobs run on this machine (repro/launch.py) or as SLURM jobs
+through submitit, one job per run, `torchrun` inside when a job has several GPUs.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from repro.results import current_hash, load_records, record_path, recipes_dir
+from repro.tables.spec import SPECS
+
+
+@dataclass
+class PlannedRun:
+    recipe_name: str
+    scale: str
+    seed: int
+    run_dir: Path
+    state: str = "missing"       # done / partial / missing
+    detail: str = ""
+    estimate_s: float | None = None
+
+    @property
+    def recipe(self) -> Path:
+        return recipes_dir() / f"{self.recipe_name}.yaml"
+
+    @property
+    def name(self) -> str:
+        return f"{self.recipe_name}-{self.scale}-s{self.seed}"
+
+
+def parse_cells(table: int, cells: list[str]) -> list[tuple[str, str]]:
+    """--cells GROUP or GROUP:METHOD (e.g. 6L-6L, 18L-18L:b2t); all cells when empty."""
+    spec = SPECS[table]
+    every = [(g, m) for g, ms in spec.groups.items() for m in ms]
+    if not cells:
+        return every
+    chosen = []
+    for c in cells:
+        group, _, method = c.partition(":")
+        hits = [(g, m) for g, m in every if g == group and (not method or m == method)]
+        if not hits:
+            raise ValueError(f"--cells {c!r}: table {table} has no such cell (groups: {', '.join(spec.groups)}; "
+                             f"methods: {', '.join(sorted({m for _, m in every}))})")
+        chosen += [h for h in hits if h not in chosen]
+    return chosen
+
+
+def plan(table: int, scale: str, seeds: int, cells: list[str], results_dir: Path, runs_dir: Path) -> list[PlannedRun]:
+    if table not in SPECS:
+        raise ValueError(f"table {table}: tables 1-6, 9 and 10 are made of runs (7 and 8 are rendered from "
+                         f"recipes and records)")
+    if seeds < 1:
+        raise ValueError(f"--seeds {seeds}: expected at least 1")
+    spec = SPECS[table]
+    all_records = load_records(results_dir, scale)
+    out = []
+    for group, method in parse_cells(table, cells):
+        name = spec.recipe_name(group, method)
+        if current_hash(name, scale) is None:
+            raise ValueError(f"recipes/{name}.yaml: no {scale!r} scale in this recipe")
+        durations = [r["duration_s"] for r in all_records
+                     if r["recipe_name"] == name and not r.get("overrides") and r.get("duration_s")]
+        for seed in range(1, seeds + 1):
+            run = PlannedRun(name, scale, seed, runs_dir / f"{name.replace('/', '-')}-{scale}-s{seed}",
+                             estimate_s=statistics.fmean(durations) if durations else None)
+            run.state, run.detail = run_state(run, results_dir)
+            out.append(run)
+    return out
+
+
+def run_state(run: PlannedRun, results_dir: Path) -> tuple[str, str]:
+    path = record_path(results_dir, run.scale, run.recipe_name, run.seed)
+    if path.is_file():
+        rec = json.loads(path.read_text())
+        if rec.get("recipe_hash") == current_hash(run.recipe_name, run.scale):
+            if rec["status"] == "failed":
+                return "done", f"training failed: {rec.get('reason', '')}"
+            if rec.get("metrics"):
+                return "done", "evaluated"
+        else:
+            return "missing", f"a stale record ({rec.get('recipe_hash')}) will be refused: git rm {path}"
+    status = run.run_dir / "status.json"
+    if status.is_file():
+        return "partial", f"trained ({json.loads(status.read_text())['status']}), not evaluated"
+    ckpts = sorted(run.run_dir.glob("checkpoint_*.pt"))
+    if ckpts:
+        return "partial", f"resumable from {ckpts[-1].name}"
+    return "missing", ""
+
+
+def stale_records(runs: list[PlannedRun]) -> list[str]:
+    return [r.detail.split("git rm ")[-1] for r in runs if r.detail.startswith("a stale record")]
+
+
+def job_steps(run: PlannedRun, results_dir: Path, data_root: Path) -> list[list[str]]:
+    common = ["--root", str(data_root), "--results", str(results_dir)]
+    train = ["train", str(run.recipe), "--scale", run.scale, "--seed", str(run.seed), "--run-dir", str(run.run_dir),
+             "--resume", *common]
+    evaluate = ["evaluate", str(run.run_dir), *common]
+    status = run.run_dir / "status.json"
+    return [evaluate] if status.is_file() else [train, evaluate]
+
+
+def local_jobs(runs: list[PlannedRun], results_dir: Path, data_root: Path):
+    from repro.config import resolve
+    from repro.launch import Job
+    return [Job(r.name, job_steps(r, results_dir, data_root), r.run_dir / "reproduce.out", r.run_dir,
+                resolve(r.recipe, r.scale).recipe.optim.max_updates) for r in runs if r.state != "done"]
+
+
+# -- SLURM through submitit -----------------------------------------------------------------------------------
+
+def _run_steps(steps: list[list[str]], gpus: int) -> None:
+    """Inside a SLURM (or local submitit) job: each step as a process; training under torchrun with several GPUs."""
+    import subprocess
+    import sys
+    for step in steps:
+        if step[0] == "train" and gpus > 1:
+            cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={gpus}",
+                   "-m", "repro.cli", *step]
+        else:
+            cmd = [sys.executable, "-m", "repro.cli", *step]
+        subprocess.run(cmd, check=True)
+
+
+def submit(runs: list[PlannedRun], results_dir: Path, data_root: Path, folder: Path, slurm: dict,
+           local: bool = False) -> list:
+    """One submitit job per run; `local` uses submitit's LocalExecutor (same code path, no cluster)."""
+    try:
+        import submitit
+    except ImportError:
+        raise ValueError("--launcher slurm needs submitit: pip install 'lnrepro[slurm]'") from None
+    gpus = int(slurm.get("gpus", 1))
+    if local:
+        executor = submitit.LocalExecutor(folder=str(folder))
+        executor.update_parameters(timeout_min=int(slurm.get("time", 60)), gpus_per_node=0)
+    else:
+        executor = submitit.AutoExecutor(folder=str(folder), cluster="slurm")
+        params = {"timeout_min": int(slurm.get("time", 60)), "gpus_per_node": gpus, "tasks_per_node": 1,
+                  "cpus_per_task": int(slurm.get("cpus", 8)), "nodes": 1, "name": "lnrepro"}
+        for key in ("partition", "account", "qos", "constraint"):
+            if slurm.get(key):
+                params[f"slurm_{key}"] = slurm[key]
+        executor.update_parameters(**params)
+    todo = [r for r in runs if r.state != "done"]
+    return [executor.submit(_run_steps, job_steps(r, results_dir, data_root), gpus) for r in todo]
+
+
+SLURM_KEYS = ("partition", "account", "qos", "constraint", "time", "gpus", "cpus")
+
+
+def slurm_settings(config: Path | None, flags: dict) -> dict:
+    """Settings from a small YAML (keys: partition, account, qos, constraint, time in minutes, gpus, cpus), then
+    the command-line flags over it."""
+    settings: dict = {}
+    if config is not None:
+        import yaml
+        try:
+            data = yaml.safe_load(Path(config).read_text(encoding="utf-8")) or {}
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+            raise ValueError(f"{config}: not a readable YAML file ({type(e).__name__})") from None
+        if not isinstance(data, dict) or set(data) - set(SLURM_KEYS):
+            bad = sorted(set(data) - set(SLURM_KEYS)) if isinstance(data, dict) else data
+            raise ValueError(f"{config}: unknown SLURM settings {bad} (expected keys {', '.join(SLURM_KEYS)})")
+        settings.update(data)
+    settings.update({k: v for k, v in flags.items() if v is not None})
+    return settings
+
+
+def describe_plan(runs: list[PlannedRun]) -> str:
+    lines = []
+    for r in runs:
+        est = f"~{r.estimate_s / 60:.0f} min" if r.estimate_s else "cost unknown"
+        lines.append(f"{r.state:8} {r.name:45} {est:>14}  {r.detail}")
+    todo = [r for r in runs if r.state != "done"]
+    known = [r.estimate_s for r in todo if r.estimate_s]
+    total = f"; about {sum(known) / 3600:.1f} h of runs where earlier runs tell" if known else ""
+    counts = ", ".join(f"{sum(r.state == s for r in runs)} {s}" for s in ("done", "partial", "missing"))
+    return "\n".join(lines + [f"{len(runs)} runs: {counts}{total}"]) + "\n"

@@ -1,0 +1,80 @@
+"""`lnrepro reproduce`: a whole table at tiny scale, skip when done, resume after an interrupt, submitit's path."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from repro.cli import app
+from repro.results import load_records
+
+REPO = Path(__file__).resolve().parents[1]
+runner = CliRunner()
+
+
+def metrics_by_run(results: Path) -> dict:
+    return {(r["recipe_name"], r["seed"]): (r["status"], r["metrics"].get("bleu_average"))
+            for r in load_records(results, "tiny") if not r.get("overrides")}
+
+
+def test_table1_tiny_two_seeds_then_nothing_to_do(tiny_root, tmp_path):
+    common = ["--scale", "tiny", "--root", str(tiny_root), "--results", str(tmp_path / "results"),
+              "--runs", str(tmp_path / "runs")]
+    r = runner.invoke(app, ["reproduce", "1", "--seeds", "2", "--plan", *common])
+    assert r.exit_code == 0 and "18 runs: 0 done, 0 partial, 18 missing" in r.output, r.output
+    r = runner.invoke(app, ["reproduce", "1", "--seeds", "2", "--jobs", "2", "--threads", "1", *common])
+    assert r.exit_code == 0, r.output
+    got = metrics_by_run(tmp_path / "results")
+    assert len(got) == 18 and all(status == "completed" and bleu is not None for status, bleu in got.values())
+    assert {seed for _, seed in got} == {1, 2}
+    assert "B2T connection" in r.output  # the table is rendered at the end
+    r = runner.invoke(app, ["reproduce", "1", "--seeds", "2", *common])
+    assert r.exit_code == 0 and "nothing to do: all 18 runs" in r.output, r.output
+    # interrupted, then run again: the same records as the uninterrupted runs
+    again = tmp_path / "again"
+    cmd = [sys.executable, "-m", "repro.cli", "reproduce", "1", "--scale", "tiny", "--cells", "6L-6L", "--seeds", "1",
+           "--jobs", "2", "--threads", "1", "--root", str(tiny_root), "--results", str(again / "results"),
+           "--runs", str(again / "runs")]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 120
+    while not list((again / "runs").glob("*/status.json")) and time.time() < deadline:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the jobs stop, their checkpoints stay
+    proc.wait(timeout=60)
+    assert len(metrics_by_run(again / "results")) < 3
+    r = runner.invoke(app, ["reproduce", "1", "--cells", "6L-6L", "--seeds", "1", "--jobs", "2", "--threads", "1",
+                            "--scale", "tiny", "--root", str(tiny_root), "--results", str(again / "results"),
+                            "--runs", str(again / "runs")])
+    assert r.exit_code == 0, r.output
+    resumed = metrics_by_run(again / "results")
+    assert resumed == {k: v for k, v in got.items() if k[0].startswith("6L-6L") and k[1] == 1}
+
+
+def test_submitit_local_executor_runs_the_same_jobs(tiny_root, tmp_path):
+    common = ["--scale", "tiny", "--root", str(tiny_root), "--results", str(tmp_path / "results"),
+              "--runs", str(tmp_path / "runs")]
+    r = runner.invoke(app, ["reproduce", "9", "--cells", "6L-6L:b2t", "--launcher", "submitit-local", *common])
+    assert r.exit_code == 0, r.output
+    (rec,) = load_records(tmp_path / "results", "tiny")
+    assert rec["recipe_name"] == "6L-6L-b2t" and rec["status"] == "completed" and "bleu_average" in rec["metrics"]
+    assert list((tmp_path / "runs/slurm").glob("*_log.out"))
+
+
+def test_bad_arguments_one_line(tmp_path):
+    for args, needle in ((["reproduce", "7"], "tables 1-6, 9 and 10"),
+                         (["reproduce", "1", "--cells", "7L-7L"], "no such cell"),
+                         (["reproduce", "1", "--launcher", "pbs"], "--launcher"),
+                         (["reproduce", "1", "--seeds", "0"], "--seeds")):
+        r = runner.invoke(app, [*args, "--results", str(tmp_path)])
+        assert r.exit_code == 2 and needle in r.output, (args, r.output)
+    cfg = tmp_path / "slurm.yaml"
+    cfg.write_text("partition: gpu\nnodez: 2\n")
+    r = runner.invoke(app, ["reproduce", "1", "--scale", "tiny", "--launcher", "slurm", "--slurm-config", str(cfg),
+                            "--results", str(tmp_path / "r"), "--runs", str(tmp_path / "runs"),
+                            "--root", str(tmp_path / "d")])
+    assert r.exit_code == 2 and "nodez" in r.output, r.output
