@@ -56,10 +56,13 @@ def test_table1_tiny_two_seeds_then_nothing_to_do(tiny_root, tmp_path):
 
 
 def test_submitit_local_executor_runs_the_same_jobs(tiny_root, tmp_path):
-    common = ["--scale", "tiny", "--root", str(tiny_root), "--results", str(tmp_path / "results"),
-              "--runs", str(tmp_path / "runs")]
-    r = runner.invoke(app, ["reproduce", "9", "--cells", "6L-6L:b2t", "--launcher", "submitit-local", *common])
-    assert r.exit_code == 0, r.output
+    # A real process, as a user runs it: submitit's executor works on the process's own standard streams.
+    r = subprocess.run([sys.executable, "-m", "repro.cli", "reproduce", "9", "--cells", "6L-6L:b2t",
+                        "--launcher", "submitit-local", "--scale", "tiny", "--root", str(tiny_root),
+                        "--results", str(tmp_path / "results"), "--runs", str(tmp_path / "runs")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "submitted 1 jobs" in r.stderr
     (rec,) = load_records(tmp_path / "results", "tiny")
     assert rec["recipe_name"] == "6L-6L-b2t" and rec["status"] == "completed" and "bleu_average" in rec["metrics"]
     assert list((tmp_path / "runs/slurm").glob("*_log.out"))
