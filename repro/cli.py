@@ -155,7 +155,7 @@ def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. reci
     except _known_errors() as e:
         fail(str(e))
     if int(os.environ.get("RANK", "0")) == 0:
-        path = write_record(results, run_record(run_dir, status, resolved, metrics={}))
+        path = write_record(results, run_record(run_dir, status, resolved, metrics={}), Path(run_dir) / "log.jsonl")
         colour = "green" if status["status"] == "completed" else "yellow"
         console.print(f"[{colour}]{status['status']}[/{colour}] after {status['step']} updates "
                       f"({status['duration_s']} s){': ' + status['reason'] if status['reason'] else ''}; "
@@ -192,7 +192,8 @@ def evaluate(run: Path = typer.Argument(..., help="A run directory written by `l
         fail(str(e))
     if status["status"] != "completed":
         console.print(f"run {run} has status {status['status']} ({status.get('reason', '')}): nothing to decode")
-    path = write_record(results, run_record(run, status, resolved, metrics if status["status"] == "completed" else {}))
+    path = write_record(results, run_record(run, status, resolved, metrics if status["status"] == "completed" else {}),
+                        Path(run) / "log.jsonl")
     console.print(f"record {path}")
 
 

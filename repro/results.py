@@ -92,12 +92,31 @@ def check_record_slot(path: Path, recipe_hash: str) -> None:
                           f"first (git rm; git keeps it) or write elsewhere with --results DIR")
 
 
-def write_record(results_dir: Path, record: dict) -> Path:
+def log_path(record_file: Path) -> Path:
+    """The training log kept beside a record (seed1.json -> seed1.log.jsonl), so curves survive without runs/."""
+    return record_file.with_name(record_file.name.replace(".json", ".log.jsonl"))
+
+
+def write_record(results_dir: Path, record: dict, run_log: Path | None = None) -> Path:
+    """Write the record (and a copy of the run's training log beside it), refusing another recipe's slot."""
     path = record_path(results_dir, record["scale"], record["recipe_name"], record["seed"],
                        record.get("overrides"), record.get("recipe_hash", ""))
     check_record_slot(path, record.get("recipe_hash", ""))
+    if run_log is not None and Path(run_log).is_file():
+        atomic_write_text(log_path(path), Path(run_log).read_text(encoding="utf-8"))
     atomic_write_text(path, json.dumps(record, indent=2, sort_keys=True) + "\n")
     return path
+
+
+def record_log(results_dir: Path, record: dict) -> list[dict]:
+    """A record's training log: the copy beside it in results/, else its run directory's."""
+    path = log_path(record_path(results_dir, record["scale"], record["recipe_name"], record["seed"],
+                                record.get("overrides"), record.get("recipe_hash", "")))
+    if not path.is_file():
+        path = Path(record.get("run_dir", "")) / "log.jsonl"
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def load_records(results_dir: Path, scale: str | None = None) -> list[dict]:

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -35,6 +36,15 @@ def test_table1_tiny_two_seeds_then_nothing_to_do(tiny_root, tmp_path):
     assert "B2T connection" in r.output  # the table is rendered at the end
     r = runner.invoke(app, ["reproduce", "1", "--seeds", "2", *common])
     assert r.exit_code == 0 and "nothing to do: all 18 runs" in r.output, r.output
+    # as in a fresh clone: no runs/, only the committed records and the logs beside them
+    shutil.rmtree(tmp_path / "runs")
+    for number in (1, 5, 6):
+        out = tmp_path / f"figure{number}.png"
+        r = runner.invoke(app, ["figure", str(number), "--scale", "tiny", "--results", str(tmp_path / "results"),
+                                "--out", str(out), "--json", str(tmp_path / f"figure{number}.json")])
+        assert r.exit_code == 0 and out.read_bytes()[:4] == b"\x89PNG", (number, r.output)
+    curves = json.loads((tmp_path / "figure1.json").read_text())
+    assert set(curves) == {"post_ln", "pre_ln", "b2t"} and all(len(c) == 4 for c in curves.values())
     # interrupted, then run again: the same records as the uninterrupted runs
     again = tmp_path / "again"
     cmd = [sys.executable, "-m", "repro.cli", "reproduce", "1", "--scale", "tiny", "--cells", "6L-6L", "--seeds", "1",

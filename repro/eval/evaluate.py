@@ -74,6 +74,9 @@ def evaluate_run(run_dir: Path, data_root: Path, write: bool = True) -> dict:
     result = {"checkpoints_averaged": [p.name for p in ckpts], "splits": {}}
     valid = open_split(r, corpus_dir, r.data.valid_split)
     result["valid_nll"] = validate(model, valid, r, device, batch_tokens(r))
+    if r.task in ("mt", "summarization"):  # Figure 5's data, kept in the record so the figure needs no checkpoint
+        from repro.figures.runs import layer_similarities
+        result["layer_cosine"] = layer_similarities(model, valid)
     if r.task in ("mt", "summarization", "asr"):
         sp = spm.SentencePieceProcessor(model_file=str(corpus_dir / meta["spm_model"]))
         for split in r.data.test_splits:

@@ -8,15 +8,10 @@ import json
 from pathlib import Path
 
 from repro.figures.output import save_figure
-from repro.results import load_records
+from repro.results import current_records, record_log
 
 VARIANT_ORDER = ("post_ln", "pre_ln", "b2t")
 TITLES = {"post_ln": "Post-LN", "pre_ln": "Pre-LN", "b2t": "B2T connection"}
-
-
-def _log(record: dict) -> list[dict]:
-    path = Path(record["run_dir"]) / "log.jsonl"
-    return [json.loads(l) for l in path.read_text().splitlines()] if path.is_file() else []
 
 
 def figure_from_runs(number: int, out: Path, json_path: Path | None, results_dir: Path, scale: str,
@@ -27,27 +22,28 @@ def figure_from_runs(number: int, out: Path, json_path: Path | None, results_dir
 
     if number == 5:
         return figure5(out, json_path, results_dir, scale, root)
-    records = [r for r in load_records(results_dir, scale) if r["task"] == "mt"]
+    current, _ = current_records(results_dir, scale)
+    records = [r for recs in current.values() for r in recs if r["task"] == "mt"]
+    log = lambda r: record_log(results_dir, r)  # the log committed beside the record, else the run directory's
     depth = {1: "18L-18L", 6: "18L-18L", 9: "36L-36L"}.get(number)
     data: dict = {}
     if depth:
         wanted = {f"{depth}-{v}": v for v in VARIANT_ORDER}
-        for r in records:
-            if r["recipe_name"] in wanted and r["seed"] == min(x["seed"] for x in records if x["recipe_name"] == r["recipe_name"]):
-                rows = _log(r)
-                key = "loss" if number == 1 else "valid_nll"
-                data[wanted[r["recipe_name"]]] = [(row["step"], row[key]) for row in rows if key in row]
-        missing = [n for n, v in wanted.items() if v not in data or not data[v]]
-        if number != 1 and "post_ln" in [wanted[m] for m in missing]:
-            missing = [m for m in missing if not m.endswith("post_ln")]  # the paper omits diverged Post-LN
-        if missing and not data:
-            raise ValueError(f"figure {number}: no runs at scale {scale}; train "
-                             + ", ".join(f"recipes/{m}.yaml" for m in missing) + f" with --scale {scale}")
+        key = "loss" if number == 1 else "valid_nll"
+        for name, variant in wanted.items():
+            recs = sorted((r for r in records if r["recipe_name"] == name), key=lambda r: r["seed"])
+            curve = [(row["step"], row[key]) for row in (log(recs[0]) if recs else []) if key in row]
+            if curve:
+                data[variant] = curve
+        if not data:
+            raise ValueError(f"figure {number}: no training logs at scale {scale} for "
+                             + ", ".join(f"recipes/{m}.yaml" for m in wanted)
+                             + f"; run `lnrepro reproduce 1 --scale {scale} --cells {depth}`")
     else:  # figure 8: best validation NLL against total layers
         for r in records:
             if r["status"] != "completed" or r["variant"] not in VARIANT_ORDER:
                 continue
-            best = min((row["valid_nll"] for row in _log(r) if "valid_nll" in row), default=None)
+            best = min((row["valid_nll"] for row in log(r) if "valid_nll" in row), default=None)
             if best is not None:
                 data.setdefault(r["variant"], []).append((r["encoder_layers"] + r["decoder_layers"], best))
         if not data:
@@ -79,7 +75,6 @@ def figure5(out: Path, json_path: Path | None, results_dir: Path, scale: str, ro
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import torch
 
     from repro.config import resolve
     from repro.data.text import PAD, read_meta
@@ -88,13 +83,21 @@ def figure5(out: Path, json_path: Path | None, results_dir: Path, scale: str, ro
     from repro.train.tasks import open_split
 
     wanted = {f"{depth}-{v}": v for v in VARIANT_ORDER}
-    runs = {wanted[r["recipe_name"]]: r for r in load_records(results_dir, scale)
-            if r["recipe_name"] in wanted and r["status"] == "completed"}
+    current, _ = current_records(results_dir, scale)
+    runs = {wanted[name]: min((r for r in recs if r["status"] == "completed"), key=lambda r: r["seed"])
+            for name, recs in current.items() if name in wanted and any(r["status"] == "completed" for r in recs)}
     if not runs:
-        raise ValueError(f"figure 5: no completed {depth} runs at scale {scale}; train "
-                         + ", ".join(f"recipes/{n}.yaml" for n in wanted) + f" with --scale {scale}")
+        raise ValueError(f"figure 5: no completed {depth} runs at scale {scale}; run "
+                         f"`lnrepro reproduce 1 --scale {scale} --cells {depth}`")
     data = {}
     for v, rec in runs.items():
+        if "layer_cosine" in rec.get("metrics", {}):  # computed by `lnrepro evaluate`, committed with the record
+            data[v] = rec["metrics"]["layer_cosine"]
+            continue
+        if not Path(rec.get("run_dir", "")).is_dir():
+            raise ValueError(f"figure 5: the {rec['recipe_name']} seed {rec['seed']} record has no layer "
+                             f"similarities and its run directory {rec.get('run_dir')} is not here; evaluate the run "
+                             f"again (lnrepro evaluate RUN_DIR)")
         res = resolve(rec["recipe"], rec["scale"], rec.get("overrides", []))
         r = res.recipe
         corpus = Path(root) / r.data.corpus
@@ -103,28 +106,42 @@ def figure5(out: Path, json_path: Path | None, results_dir: Path, scale: str, ro
             raise ValueError(f"figure 5: {rec['run_dir']} has no checkpoints")
         model = build_model(r, read_meta(corpus)["vocab_size"], PAD)
         model.load_state_dict(checkpoint.average(ckpts))
-        model.eval()
-        valid = open_split(r, corpus, r.data.valid_split)
-        batch = valid.collate(list(range(min(sentences, len(valid)))))
-        enc, dec = [], []
-        with torch.no_grad():
-            memory, mask = model.encode(batch["src"], layer_outputs=enc)
-            model.decode(batch["prev"], memory, mask, layer_outputs=dec)
-        data[v] = {"encoder": layer_cosine_similarity(enc, batch["src"].ne(PAD)),
-                   "decoder": layer_cosine_similarity(dec, batch["prev"].ne(PAD))}
-    fig, axes = plt.subplots(2, len(data), figsize=(3.6 * len(data), 6.4), squeeze=False)
-    for col, v in enumerate(v for v in VARIANT_ORDER if v in data):
+        data[v] = layer_similarities(model, open_split(r, corpus, r.data.valid_split), sentences)
+    variants = [v for v in VARIANT_ORDER if v in data]
+    fig, axes = plt.subplots(2, len(variants), figsize=(3.4 * len(variants) + 1.2, 6.6), squeeze=False,
+                             layout="constrained")
+    for col, v in enumerate(variants):
         for row, side in enumerate(("encoder", "decoder")):
             ax = axes[row][col]
             m = data[v][side]
             im = ax.imshow(m, vmin=0, vmax=1, cmap="viridis", origin="lower")
             for i in range(len(m)):
-                for j in range(len(m)):
-                    ax.text(j, i, f"{m[i][j]:.2f}", ha="center", va="center", fontsize=6, color="w")
+                for j in range(len(m)):  # dark cells get white numbers, light cells black
+                    ax.text(j, i, f"{m[i][j]:.2f}", ha="center", va="center", fontsize=7,
+                            color="white" if m[i][j] < 0.6 else "black")
             ax.set_title(f"{TITLES[v]}: {side}", fontsize=9)
             ax.set_xticks(range(len(m)), range(1, len(m) + 1))
             ax.set_yticks(range(len(m)), range(1, len(m) + 1))
-    fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.6)
+            ax.set_xlabel("layer")
+            ax.set_ylabel("layer")
+    fig.colorbar(im, ax=axes, shrink=0.6, label="cosine similarity")
     fig.suptitle(f"Figure 5: cosine similarity among layer outputs ({depth}, scale '{scale}')", fontsize=10)
     save_figure(fig, out, json_path, data)
     return data
+
+
+def layer_similarities(model, valid, sentences: int = 64) -> dict:
+    """Figure 5's data for one trained encoder-decoder: cosine similarity among the outputs of every pair of layers
+    of each stack, on the first validation sentences."""
+    import torch
+
+    from repro.data.text import PAD
+    from repro.train.tasks import to_device
+    model.eval()
+    batch = to_device(valid.collate(list(range(min(sentences, len(valid))))), next(model.parameters()).device)
+    enc, dec = [], []
+    with torch.no_grad():
+        memory, mask = model.encode(batch["src"], layer_outputs=enc)
+        model.decode(batch["prev"], memory, mask, layer_outputs=dec)
+    return {"encoder": layer_cosine_similarity(enc, batch["src"].ne(PAD)),
+            "decoder": layer_cosine_similarity(dec, batch["prev"].ne(PAD))}
