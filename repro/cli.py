@@ -14,7 +14,7 @@ from repro import __version__
 from repro.config import RecipeError
 from repro.progress import console
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode="rich",
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Reproduce 'On Layer Normalizations and Residual Connections in Transformers' "
                        "(Takase et al. 2022): prepare data, train a table cell, evaluate it, compare with the paper.")
 
@@ -71,7 +71,7 @@ def prepare(dataset: str = typer.Argument(..., help=f"One of: {', '.join(DATASET
             vocab_size: Optional[int] = typer.Option(None, "--vocab-size", help="SentencePiece vocabulary size (default: the paper's for the dataset).")):
     """Download (or read from --source), preprocess and binarize a corpus.
 
-    Example: [bold]lnrepro prepare multi30k --source ../shared/data/multi30k[/bold]
+    Example: lnrepro prepare multi30k --source ../shared/data/multi30k
     """
     root = root or default_root()
     if source is not None and not source.exists():
@@ -113,7 +113,7 @@ def prepare(dataset: str = typer.Argument(..., help=f"One of: {', '.join(DATASET
 
 @app.command()
 def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. recipes/18L-18L-b2t.yaml."),
-          scale: str = typer.Option("paper", "--scale", help="paper, mini or tiny (DESIGN's scale ladder)."),
+          scale: str = typer.Option("paper", "--scale", help="paper, mini or tiny (the README's scale ladder)."),
           run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="Default: runs/<recipe>-<scale>-s<seed>."),
           set_: List[str] = typer.Option([], "--set", help="Override a recipe key, e.g. --set optim.lr=5e-4 (repeatable)."),
           seed: Optional[int] = typer.Option(None, "--seed", help="Seed (train.seed); another seed is the same recipe, not an override."),
@@ -127,7 +127,7 @@ def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. reci
           threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default $LNREPRO_THREADS or all cores).")):
     """Train one table cell. Under torchrun, every process runs this command.
 
-    Example: [bold]lnrepro train recipes/18L-18L-b2t.yaml --scale mini[/bold]
+    Example: lnrepro train recipes/18L-18L-b2t.yaml --scale mini
     """
     from repro.config import dump_yaml, resolve
     try:
@@ -146,7 +146,8 @@ def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. reci
     run_dir = run_dir or Path("runs") / f"{resolved.name.replace('/', '-')}-{scale}-s{resolved.recipe.train.seed}"
     if resolved.recipe.optim.warmup_updates >= resolved.recipe.optim.max_updates and variant_warms(resolved):
         console.print(f"[yellow]warning:[/yellow] optim.warmup_updates {resolved.recipe.optim.warmup_updates} >= "
-                      f"optim.max_updates {resolved.recipe.optim.max_updates}: this run never leaves warmup")
+                      f"optim.max_updates {resolved.recipe.optim.max_updates}: this run never leaves warmup",
+                      soft_wrap=True)
     try:  # refuse before training, not after, when the record could not be written
         check_record_slot(record_path(results, scale, resolved.name, resolved.recipe.train.seed, resolved.overrides,
                                       resolved.hash()), resolved.hash())
@@ -180,7 +181,7 @@ def evaluate(run: Path = typer.Argument(..., help="A run directory written by `l
              threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default $LNREPRO_THREADS or all cores).")):
     """Average the last checkpoints, decode/score every test split, write metrics.json and the run's record.
 
-    Example: [bold]lnrepro evaluate runs/6L-6L-b2t-mini-s1[/bold]
+    Example: lnrepro evaluate runs/6L-6L-b2t-mini-s1
     """
     set_threads(threads)
     from repro.eval.evaluate import evaluate_run, load_run
@@ -205,7 +206,7 @@ def table(number: int = typer.Argument(..., help="Table number, 1 to 10."),
           results: Path = typer.Option(Path("results"), "--results", help="Folder of run records.")):
     """Paper values beside ours, with the difference, for one table.
 
-    Example: [bold]lnrepro table 1 --scale mini --format markdown[/bold]
+    Example: lnrepro table 1 --scale mini --format markdown
     """
     from repro.tables.render import render_table
     try:
@@ -228,7 +229,7 @@ def figure(number: int = typer.Argument(..., help="Figure number: 3, 4 and 7 nee
            results: Path = typer.Option(Path("results"), "--results", help="Folder of run records.")):
     """Draw one of the paper's figures as a PNG.
 
-    Example: [bold]lnrepro figure 3 --out fig3.png --json fig3.json[/bold]
+    Example: lnrepro figure 3 --out fig3.png --json fig3.json
     """
     out = out or Path("figures") / f"figure{number}.png"
     try:
@@ -250,7 +251,7 @@ def recipes(folder: Path = typer.Argument(Path("recipes"), help="Folder of recip
             check: bool = typer.Option(False, "--check", help="Load every recipe at every scale; exit 2 on the first problem.")):
     """List every recipe (task, variant, depths); with --check, validate them all.
 
-    Example: [bold]lnrepro recipes --check[/bold]
+    Example: lnrepro recipes --check
     """
     from rich.table import Table
 
@@ -284,7 +285,7 @@ def claims(scale: str = typer.Option("mini", "--scale", help="Whose records to j
            results: Path = typer.Option(Path("results"), "--results", help="Folder of run records.")):
     """Judge the paper's findings against results/: reproduced, not reproduced, inconclusive or not run.
 
-    Example: [bold]lnrepro claims --scale mini --format markdown[/bold]
+    Example: lnrepro claims --scale mini --format markdown
     """
     from repro.claims import render_claims
     try:
@@ -314,7 +315,7 @@ def reproduce(table_number: int = typer.Argument(..., metavar="TABLE", help="Tab
               results: Path = typer.Option(Path("results"), "--results", help="Folder of run records.")):
     """Run every cell of a table (train, evaluate; finished runs skipped, interrupted ones resumed), then render it.
 
-    Example: [bold]lnrepro reproduce 1 --scale mini --seeds 3 --jobs 16[/bold]
+    Example: lnrepro reproduce 1 --scale mini --seeds 3 --jobs 16
     """
     from repro import reproduce as rp
     from repro.config import SCALES
@@ -386,7 +387,7 @@ def calibrate(task: str = typer.Argument(..., help=f"One of: {', '.join(CALIBRAT
               results: Path = typer.Option(Path("results"), "--results", help="Folder of run records.")):
     """Choose a task's mini regime on the two baselines alone: run the spec's grid, record it, apply the rule.
 
-    Example: [bold]lnrepro calibrate mt --jobs 6[/bold]
+    Example: lnrepro calibrate mt --jobs 6
     """
     from repro import calibration
     from repro.launch import default_threads, run_jobs

@@ -244,9 +244,21 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
+_YAML_CACHE: dict[tuple[str, int, int], dict] = {}
+
+
 def _read_yaml(path: Path, context: str) -> dict:
+    """A recipe file's mapping (parsed once per process and file version; callers get a copy)."""
     if not path.is_file():
         raise RecipeError(f"{context}: file not found: {path}")
+    st = path.stat()
+    key = (str(path.resolve()), st.st_mtime_ns, st.st_size)
+    if key not in _YAML_CACHE:
+        _YAML_CACHE[key] = _parse_yaml(path)
+    return copy.deepcopy(_YAML_CACHE[key])
+
+
+def _parse_yaml(path: Path) -> dict:
     try:
         data = yaml.load(path.read_bytes().decode("utf-8"), Loader=_UniqueKeyLoader)
     except UnicodeDecodeError as e:
@@ -455,9 +467,18 @@ def resolve(path: str | Path, scale: str = "paper", sets: list[str] | None = Non
     return ResolvedRecipe(path=path, scale=scale, recipe=recipe, overrides=overrides)
 
 
+TASK_ONLY = {"LM only:": "lm", "ASR only:": "asr"}  # how a field's docstring marks a key of one task
+
+
 def dump_yaml(recipe: Recipe) -> str:
+    """The resolved recipe as YAML, without the scales and without keys that only another task reads."""
     d = recipe.to_dict()
     d.pop("scales", None)
+    for key, doc in field_docs():
+        task = next((t for mark, t in TASK_ONLY.items() if doc.startswith(mark)), None)
+        if task is not None and task != recipe.task:
+            section, name = key.split(".")
+            d[section].pop(name, None)
     return yaml.safe_dump(d, sort_keys=False)
 
 

@@ -18,7 +18,6 @@ import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
 
-import torch
 
 RESULTS_DIR = Path(os.environ.get("LNREPRO_RESULTS", "results"))
 
@@ -40,6 +39,7 @@ def git_commit() -> str:
 
 
 def hardware(world_size: int = 1) -> dict:
+    import torch  # here, not at the top: commands that train nothing start without torch
     info = {"platform": platform.platform(), "cpu_count": os.cpu_count(), "torch": torch.__version__,
             "world_size": world_size}
     if torch.cuda.is_available():

@@ -228,3 +228,16 @@ def test_every_corpus_a_recipe_names_has_a_prepare_command_that_exists():
     assert corpora <= set(PREPARE_COMMANDS)
     for command in PREPARE_COMMANDS.values():
         assert command.split()[2] in DATASETS, command
+
+
+def test_help_print_config_and_warmup_warning_say_the_right_thing(tmp_path):
+    help_text = runner.invoke(app, ["train", "--help"]).output
+    assert "<bool>" not in help_text and "DESIGN" not in help_text and "--overwrite" in help_text
+    mt = runner.invoke(app, ["train", str(REPO / "recipes/6L-6L-b2t.yaml"), "--print-config"]).output
+    assert "adaptive_cutoffs" not in mt and "specaugment" not in mt and "label_smoothing" in mt
+    lm = runner.invoke(app, ["train", str(REPO / "recipes/wikitext103/6L-b2t.yaml"), "--print-config"]).output
+    assert "adaptive_cutoffs" in lm and "conv_channels" not in lm
+    r = runner.invoke(app, ["train", str(REPO / "recipes/6L-6L-b2t.yaml"), "--scale", "tiny", "--set",
+                            "optim.max_updates=2", "--root", str(tmp_path / "data"), "--run-dir", str(tmp_path / "run"),
+                            "--results", str(tmp_path / "results")])
+    assert r.exit_code == 0 and "never leaves warmup" in r.output.replace("\n", " "), r.output

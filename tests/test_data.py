@@ -59,9 +59,17 @@ def test_prepare_wmt_from_archives(tmp_path):
     assert r.exit_code == 2 and "checksum mismatch" in r.output
 
 
-def test_prepare_wmt_wrong_source(tmp_path):
-    r = runner.invoke(app, ["prepare", "wmt", "--source", str(tmp_path), "--root", str(tmp_path / "d")])
-    assert r.exit_code == 2 and "newstest2010" in r.output
+def test_prepare_wmt_lists_every_missing_input_and_leaves_nothing(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = runner.invoke(app, ["prepare", "wmt", "--source", str(empty), "--root", str(tmp_path / "d")])
+    text = r.output.replace("\n", "")
+    assert r.exit_code == 2 and "10 inputs not found" in text, r.output
+    for name in ["newstest2010", "newstest2016", "wmt14/full", *ARCHIVES]:
+        assert name in text, name
+    assert "http://www.statmt.org/wmt13/training-parallel-europarl-v7.tgz" in text
+    assert not (tmp_path / "d").exists() or not any((tmp_path / "d").rglob("*"))
+    assert not list(empty.iterdir())
 
 
 def test_sacrebleu_reference_against_itself_is_100():

@@ -93,24 +93,49 @@ def _find_file(source: Path, name: str) -> Path | None:
     return hits[0] if hits else None
 
 
-def training_pairs(source: Path | None, cache: Path) -> Iterator[tuple[str, str]]:
-    """Yield (en, de) pairs of the three corpora, from extracted files or archives in `source`, else downloads."""
+def _member_names(members: dict[str, str]) -> tuple[str, str]:
+    en = next(name for name, lang in members.items() if lang == "en")
+    de = next(name for name, lang in members.items() if lang == "de")
+    return en, de
+
+
+def find_training_inputs(source: Path | None, cache: Path) -> tuple[dict, list[str]]:
+    """For each training corpus: its extracted (en, de) files in `source`, or its archive (in `source`, else
+    downloaded into `cache`). Returns (found, problems): every missing input is listed, not only the first."""
+    found, problems = {}, []
     for archive, (url, members) in ARCHIVES.items():
-        en_name, de_name = (name for name, lang in sorted(members.items(), key=lambda kv: kv[1] != "en"))
+        en_name, de_name = _member_names(members)
         if source is not None and (en := _find_file(source, en_name)) and (de := _find_file(source, de_name)):
-            with open(en, encoding="utf-8", errors="replace") as fe, open(de, encoding="utf-8", errors="replace") as fd:
-                yield from zip(fe, fd)
+            found[archive] = (en, de)
             continue
         path = _find_file(source, archive) if source is not None else None
+        if path is None and source is None:
+            try:
+                path = download(url, cache / archive)
+            except PrepareError:
+                path = None
         if path is None:
-            if source is not None:
-                raise PrepareError(f"--source {source}: neither {archive} nor {en_name}/{de_name} found in it")
-            path = download(url, cache / archive)
-        verify_or_record_checksum(path)
+            problems.append(f"{archive} (or its extracted {en_name}/{de_name}) from {url}")
+        else:
+            found[archive] = path
+    return found, problems
+
+
+def training_pairs(found: dict) -> Iterator[tuple[str, str]]:
+    """Yield (en, de) pairs of the three corpora, from extracted files or archives as found above."""
+    for archive, (url, members) in ARCHIVES.items():
+        en_name, de_name = _member_names(members)
+        where = found[archive]
+        if isinstance(where, tuple):
+            with open(where[0], encoding="utf-8", errors="replace") as fe, \
+                    open(where[1], encoding="utf-8", errors="replace") as fd:
+                yield from zip(fe, fd)
+            continue
+        verify_or_record_checksum(where)
         console.print(f"reading {archive}")
-        en_lines, de_lines = _member_text(path, en_name), _member_text(path, de_name)
+        en_lines, de_lines = _member_text(where, en_name), _member_text(where, de_name)
         if en_lines is None or de_lines is None or len(en_lines) != len(de_lines):
-            raise PrepareError(f"{path}: expected aligned members {en_name} and {de_name}")
+            raise PrepareError(f"{where}: expected aligned members {en_name} and {de_name}")
         yield from zip(en_lines, de_lines)
 
 
@@ -140,9 +165,26 @@ def newstest(source: Path | None, year: int) -> tuple[list[str], list[str]]:
 
 
 def prepare_wmt(root: Path, source: Path | None, vocab_size: int = 32000, name: str = "wmt16_ende") -> dict:
+    """Every input is looked for first (newstest sets, then the three archives); if any is missing, one error lists
+    them all and nothing is written."""
     out = root / name
-    evals = {f"newstest{y}": newstest(source, y) for y in NEWSTEST_YEARS}
-    pairs = training_pairs(source, root / "downloads")
+    cache = root / "downloads"
+    cache_existed = cache.exists()
+    evals, problems = {}, []
+    for y in NEWSTEST_YEARS:
+        try:
+            evals[f"newstest{y}"] = newstest(source, y)
+        except PrepareError:
+            problems.append(f"newstest{y}.en/.de (SacreBLEU test set {sacrebleu_test_set(y)}, en-de)")
+    found, missing = find_training_inputs(source, cache)
+    problems += missing
+    if problems:
+        if not cache_existed and cache.is_dir() and not any(cache.iterdir()):
+            cache.rmdir()
+        where = f"in --source {source}" if source is not None else "by download"
+        raise PrepareError(f"wmt: {len(problems)} inputs not found {where}: " + "; ".join(problems)
+                           + ". Put them in one folder and pass --source FOLDER")
+    pairs = training_pairs(found)
     return prepare_parallel(out, name, pairs, evals, vocab_size, ("en", "de"),
                             provenance={"train": list(ARCHIVES), "test": "newstest2010-2016",
                                         "source": str(source) if source else "download"})
