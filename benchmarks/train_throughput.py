@@ -43,6 +43,22 @@ class TorchTransformer(nn.Module):
         return F.linear(h, self.embed.weight)
 
 
+def train_flops_per_target_token(enc: int, dec: int, d: int = 512, ffn: int = 2048, vocab: int = VOCAB,
+                                  src_len: int = 30, tgt_len: int = 30) -> float:
+    """Model FLOPs of one training step per target token (forward + backward = 3 x forward; a multiply-add is 2).
+
+    Per target token the forward pass runs src_len / tgt_len source tokens through the encoder and one token through
+    the decoder: encoder layer 4d^2 (attention projections) + 2 d ffn (FFN) weights and 2 * 2 src_len d for the
+    attention scores and sums; decoder layer 8d^2 + 2 d ffn weights, 2 * 2 tgt_len d (self, full square counted)
+    + 2 * 2 src_len d (cross); output projection d * vocab. Embedding lookups, norms and softmaxes are not counted.
+    """
+    ratio = src_len / tgt_len
+    encoder = enc * ratio * (2 * (4 * d * d + 2 * d * ffn) + 4 * src_len * d)
+    decoder = dec * (2 * (8 * d * d + 2 * d * ffn) + 4 * tgt_len * d + 4 * src_len * d)
+    output = 2 * d * vocab
+    return 3 * (encoder + decoder + output)
+
+
 def step_fn(model, src, prev, target, opt, autocast):
     def step():
         opt.zero_grad(set_to_none=True)
@@ -60,6 +76,8 @@ def main():
     ap.add_argument("--length", type=int, default=30)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/train_throughput.json"))
+    ap.add_argument("--peak-tflops", type=float, default=800.0,
+                    help="The GPU's measured dense bf16 matmul rate, for model FLOPs utilisation (H100: ~800)")
     args = ap.parse_args()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if device.type == "cuda" else contextlib.nullcontext
@@ -74,6 +92,8 @@ def main():
         for name, build in (("lnrepro", lambda: EncoderDecoder(VARIANTS["post_ln"], VOCAB, PAD, 512, 2048, 8, layers, layers, 0.1)),
                             ("torch", lambda: TorchTransformer(layers))):
             torch.manual_seed(0)
+            if device.type == "cuda":
+                torch.cuda.reset_peak_memory_stats()
             model = build().to(device).train()
             opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98))
             t = median_time(step_fn(model, src, prev, tgt, opt, autocast), warmup=2, repeats=args.repeats)
@@ -81,6 +101,10 @@ def main():
             row[f"{name}_peak_mb"] = (torch.cuda.max_memory_allocated() / 2 ** 20 if device.type == "cuda" else peak_rss_mb())
             del model, opt
         row["ratio"] = row["lnrepro_tokens_per_s"] / row["torch_tokens_per_s"]
+        row["train_flops_per_target_token"] = train_flops_per_target_token(layers, layers, src_len=args.length,
+                                                                           tgt_len=args.length)
+        if device.type == "cuda":
+            row["lnrepro_mfu"] = row["lnrepro_tokens_per_s"] * row["train_flops_per_target_token"] / (args.peak_tflops * 1e12)
         rows.append(row)
         print(f"{row['layers']:>8}: lnrepro {row['lnrepro_tokens_per_s']:8.0f} tok/s   torch {row['torch_tokens_per_s']:8.0f} tok/s"
               f"   ratio {row['ratio']:.2f}")
