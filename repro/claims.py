@@ -3,8 +3,8 @@
 Verdicts: reproduced / not reproduced / inconclusive / not run. A claim rests on named cells (recipe names below
 recipes/) and reads only records of the current recipes (`repro.results.current_records`). A cell's value is the
 mean over its completed seeds; a failed seed is never a number. A comparison is inconclusive when it rests on one
-seed or when the seed ranges of the compared cells overlap. The analysis claims (Figures 3 and 5) read the
-committed figure data.
+seed or when the seed ranges of the compared cells overlap. Figure 3's claim reads the committed figure data;
+Figure 5's the layer similarities `lnrepro evaluate` records.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ class Claim:
     source: str
     kind: str
     """better: a beats b; better_all: a beats every cell in b; close: |a - b| <= tolerance; fails: a's training
-    failed; trains: a completed; figure3 / figure5: read from the committed figure data."""
+    failed; trains: a completed; figure3: the committed figure data; figure5: a's layer outputs more similar than
+    b's, from the records."""
     a: str
     b: str = ""
     metric: tuple = ()   # path into metrics
@@ -72,8 +73,8 @@ CLAIMS = [
           or_metric=WER_MINI_TEST),
     Claim("18L-18L at init: Post-LN's decoder gradient norm vanishes toward the bottom (top/bottom > 10), "
           "B2T's far less (under a fifth of Post-LN's ratio)", "Fig. 3", "figure3", "figure3.json"),
-    Claim("Trained 6L-6L: Pre-LN's layer outputs are more similar to each other than Post-LN's "
-          "(mean off-diagonal cosine, encoder and decoder)", "Fig. 5", "figure5", "figure5_{scale}.json"),
+    Claim("Trained 6L-6L MT: Pre-LN's layer outputs are more similar to each other than Post-LN's "
+          "(mean off-diagonal cosine over both stacks)", "Fig. 5", "figure5", "6L-6L-pre_ln", "6L-6L-post_ln"),
 ]
 FIG3_VANISH, FIG3_B2T_SHARE = 10.0, 0.2
 
@@ -156,31 +157,45 @@ def _mean_offdiag(m: list[list[float]]) -> float:
     return statistics.fmean(m[i][j] for i in range(n) for j in range(n) if i != j)
 
 
+def _judge_figure5(claim: Claim, records) -> tuple[str, str]:
+    """Each seed's mean off-diagonal cosine (encoder and decoder), from the layer similarities `evaluate` records;
+    then the seed rules of any comparison."""
+    cells = {}
+    for name in (claim.a, claim.b):
+        values = [statistics.fmean([_mean_offdiag(r["metrics"]["layer_cosine"][s]) for s in ("encoder", "decoder")])
+                  for r in records.get(name, []) if "layer_cosine" in (r.get("metrics") or {})]
+        if not values:
+            return "not run", f"no evaluated records of the current recipe: {name}"
+        cells[name] = {"values": values, "mean": statistics.fmean(values), "n": len(values), "failed": 0}
+    a, b = cells[claim.a], cells[claim.b]
+    detail = f"mean cosine {_show(claim.a, a)} vs {_show(claim.b, b)}"
+    if min(a["n"], b["n"]) < 2:
+        return "inconclusive", detail
+    if min(a["values"]) <= max(b["values"]) and min(b["values"]) <= max(a["values"]):
+        return "inconclusive", detail + "; seed ranges overlap"
+    return ("reproduced" if a["mean"] > b["mean"] else "not reproduced"), detail
+
+
 def _judge_figure(claim: Claim, figures_dir: Path, scale: str) -> tuple[str, str]:
     path = figures_dir / claim.a.format(scale=scale)
     if not path.is_file():
-        return "not run", f"{path} missing (lnrepro figure {claim.kind[-1]} --json {path})"
+        return "not run", f"{path} missing (lnrepro figure 3 --out {path.with_suffix('.png')} --json {path})"
     data = json.loads(path.read_text())
     if claim.kind == "figure3":
         ratio = {v: data[v]["decoder"][-1] / data[v]["decoder"][0] for v in ("post_ln", "b2t")}
         ok = ratio["post_ln"] > FIG3_VANISH and ratio["b2t"] < FIG3_B2T_SHARE * ratio["post_ln"]
         return ("reproduced" if ok else "not reproduced"), (
             f"decoder top/bottom gradient norm: Post-LN {ratio['post_ln']:.1f}, B2T {ratio['b2t']:.1f} ({path.name})")
-    if not {"post_ln", "pre_ln"} <= set(data):
-        return "not run", f"{path}: Post-LN or Pre-LN missing"
-    sim = {v: {s: _mean_offdiag(data[v][s]) for s in ("encoder", "decoder")} for v in ("post_ln", "pre_ln")}
-    ok = all(sim["pre_ln"][s] > sim["post_ln"][s] for s in ("encoder", "decoder"))
-    return ("reproduced" if ok else "not reproduced"), (
-        "mean cosine, encoder/decoder: Pre-LN " + "/".join(f"{sim['pre_ln'][s]:.2f}" for s in ("encoder", "decoder"))
-        + ", Post-LN " + "/".join(f"{sim['post_ln'][s]:.2f}" for s in ("encoder", "decoder"))
-        + f" (one model each, {path.name})")
+    raise ValueError(f"unknown figure claim {claim.kind!r}")
 
 
 def judge(claim: Claim, records: dict[str, list[dict]], figures_dir: Path = Path("results/figures"),
           scale: str = "mini") -> tuple[str, str]:
     if claim.kind in ("fails", "trains"):
         return _judge_run(claim, records)
-    if claim.kind.startswith("figure"):
+    if claim.kind == "figure5":
+        return _judge_figure5(claim, records)
+    if claim.kind == "figure3":
         return _judge_figure(claim, figures_dir, scale)
     return _judge_compare(claim, records)
 

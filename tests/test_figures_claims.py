@@ -79,7 +79,13 @@ def test_claims_verdicts(tmp_path):
     assert verdict("18L-18L MT: B2T trains") == "reproduced"     # 1 of 3 seeds failed: the majority trained
     assert verdict("6L-6L MT: B2T w/o LN") == "not run"          # only stale and override records
     assert verdict("18L-18L at init") == "reproduced"            # 50x against 3x
-    assert verdict("Trained 6L-6L") == "not run"                 # no figure 5 data here
+    assert verdict("Trained 6L-6L") == "not run"                 # no layer similarities recorded yet
+    sim = lambda c: {"encoder": [[1, c], [c, 1]], "decoder": [[1, c], [c, 1]]}
+    for seed, (pre, post) in enumerate(((0.9, 0.5), (0.8, 0.6)), start=1):
+        write_record(tmp_path, record("6L-6L-pre_ln", seed, metrics={**bleu(18.0), "layer_cosine": sim(pre)}))
+        write_record(tmp_path, record("6L-6L-post_ln", seed, metrics={**bleu(18.0), "layer_cosine": sim(post)}))
+    got5 = {c["claim"]: c["verdict"] for c in evaluate_claims(tmp_path, "mini")}
+    assert next(v for k, v in got5.items() if k.startswith("Trained 6L-6L")) == "reproduced"
     assert "failed" in next(e for k, (v, e) in got.items() if k.startswith("MT: 18L-18L B2T"))
     write_record(tmp_path, record("60L-12L-b2t", 1, "failed", reason="x"))
     write_record(tmp_path, record("60L-12L-b2t", 2, "failed", reason="x"))
