@@ -30,6 +30,15 @@ def fail(message: str, code: int = 2):
     raise typer.Exit(code)
 
 
+def check_folder(path: Path, option: str) -> None:
+    """A folder option must name a folder (or nothing yet): fail before any work, not after it."""
+    for parent in [path, *path.parents]:
+        if parent.exists():
+            if not parent.is_dir():
+                fail(f"{option} {path}: {parent} is a file, not a folder")
+            return
+
+
 def set_threads(threads: int | None) -> None:
     """--threads, else $LNREPRO_THREADS (set by `calibrate`/`reproduce` for their jobs), else torch's default."""
     threads = threads or int(os.environ.get("LNREPRO_THREADS", "0") or 0)
@@ -61,7 +70,9 @@ def _known_errors():
     from repro.data.text import PrepareError
     from repro.eval.evaluate import EvaluateError
     from repro.train.checkpoint import CheckpointError
-    return (RecipeError, PrepareError, EvaluateError, CheckpointError, FileNotFoundError, ValueError)
+    # OSError: a path argument that is not usable (a file where a folder is wanted, no permission); its
+    # message names the path
+    return (RecipeError, PrepareError, EvaluateError, CheckpointError, OSError, ValueError)
 
 
 @app.command()
@@ -138,12 +149,15 @@ def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. reci
         print(f"# {recipe} at scale {scale}\n" + dump_yaml(resolved.recipe), end="")
         return
     set_threads(threads)
+    check_folder(results, "--results")
+    check_folder(root or default_root(), "--root")
     if scale == "tiny":  # the tiny corpora are generated, so a smoke test needs no prepare step
         from repro.data.tiny import ensure_tiny_corpora
         ensure_tiny_corpora(root or default_root())
     from repro.results import check_record_slot, record_path, write_record
     from repro.train.loop import train_run
     run_dir = run_dir or Path("runs") / f"{resolved.name.replace('/', '-')}-{scale}-s{resolved.recipe.train.seed}"
+    check_folder(run_dir, "--run-dir")
     if resolved.recipe.optim.warmup_updates >= resolved.recipe.optim.max_updates and variant_warms(resolved):
         console.print(f"[yellow]warning:[/yellow] optim.warmup_updates {resolved.recipe.optim.warmup_updates} >= "
                       f"optim.max_updates {resolved.recipe.optim.max_updates}: this run never leaves warmup",
@@ -156,7 +170,10 @@ def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. reci
     except _known_errors() as e:
         fail(str(e))
     if int(os.environ.get("RANK", "0")) == 0:
-        path = write_record(results, run_record(run_dir, status, resolved, metrics={}), Path(run_dir) / "log.jsonl")
+        try:
+            path = write_record(results, run_record(run_dir, status, resolved, metrics={}), Path(run_dir) / "log.jsonl")
+        except _known_errors() as e:
+            fail(f"{e} (the run itself is complete in {run_dir}: `lnrepro evaluate` writes its record again)")
         colour = "green" if status["status"] == "completed" else "yellow"
         console.print(f"[{colour}]{status['status']}[/{colour}] after {status['step']} updates "
                       f"({status['duration_s']} s){': ' + status['reason'] if status['reason'] else ''}; "
@@ -184,6 +201,7 @@ def evaluate(run: Path = typer.Argument(..., help="A run directory written by `l
     Example: lnrepro evaluate runs/6L-6L-b2t-mini-s1
     """
     set_threads(threads)
+    check_folder(results, "--results")
     from repro.eval.evaluate import evaluate_run, load_run
     from repro.results import write_record
     try:
@@ -193,8 +211,11 @@ def evaluate(run: Path = typer.Argument(..., help="A run directory written by `l
         fail(str(e))
     if status["status"] != "completed":
         console.print(f"run {run} has status {status['status']} ({status.get('reason', '')}): nothing to decode")
-    path = write_record(results, run_record(run, status, resolved, metrics if status["status"] == "completed" else {}),
-                        Path(run) / "log.jsonl")
+    try:
+        path = write_record(results, run_record(run, status, resolved, metrics if status["status"] == "completed" else {}),
+                            Path(run) / "log.jsonl")
+    except _known_errors() as e:
+        fail(str(e))
     console.print(f"record {path}")
 
 
@@ -326,6 +347,8 @@ def reproduce(table_number: int = typer.Argument(..., metavar="TABLE", help="Tab
     if jobs < 1:
         fail(f"--jobs {jobs}: expected at least 1")
     data_root = root or default_root()
+    for folder, option in ((results, "--results"), (runs, "--runs"), (data_root, "--root")):
+        check_folder(folder, option)
     if scale == "tiny":
         from repro.data.tiny import ensure_tiny_corpora
         ensure_tiny_corpora(data_root)

@@ -184,3 +184,22 @@ def test_references_must_match_hypotheses_line_for_line():
     with pytest.raises(ValueError, match="3 hypotheses against 2 references"):
         metrics.bleu(["a b", "c d", "e f"], ["a b", "c d"])
     assert metrics.bleu(["a b c d"], ["a b c d"])[0] == pytest.approx(100.0)
+
+
+@pytest.mark.parametrize("option", ["--results", "--root", "--run-dir"])
+def test_a_file_where_a_folder_is_wanted_is_refused_before_training(tiny_root, tmp_path, option):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    args = {"--results": str(tmp_path / "results"), "--root": str(tiny_root), "--run-dir": str(tmp_path / "run")}
+    args[option] = str(afile)
+    r = runner.invoke(app, ["train", str(REPO / "recipes/6L-6L-b2t.yaml"), "--scale", "tiny",
+                            *[x for kv in args.items() for x in kv]])
+    one_line_exit_2(r, option, "is a file, not a folder")
+    assert afile.read_text() == "x" and not (tmp_path / "run").exists()
+
+
+def test_default_threads_divide_the_cores():
+    from repro.launch import default_threads
+    cores = os.cpu_count() or 1
+    assert default_threads(1) == cores and default_threads(cores * 4) == 1
+    assert default_threads(2) == max(1, cores // 2)

@@ -24,7 +24,8 @@ import torch
 
 from repro.data.batching import pad_right
 from repro.data.binarized import TokenArray, TokenArrayWriter
-from repro.data.text import EOS, PrepareError, encode_file, train_sentencepiece, write_json_atomic, write_lines_atomic
+from repro.data.text import (EOS, PrepareError, encode_file, file_facts, train_sentencepiece, write_json_atomic,
+                             write_lines_atomic)
 from repro.data.wmt import download
 from repro.progress import console, progress_bar
 
@@ -167,7 +168,10 @@ def prepare_librispeech(root: Path, source: Path | None, vocab_size: int = 10000
     meta = {"corpus": name, "kind": "speech", "spm_model": "spm.model", "n_mels": N_MELS,
             "vocab_size": spm.SentencePieceProcessor(model_file=str(model)).get_piece_size(),
             "splits": sorted(utts), "utterances": {s: len(u) for s, u in utts.items()},
-            "provenance": {"source": str(source) if source else "OpenSLR 12"}}
+            "provenance": {"source": str(source) if source else "OpenSLR 12"},
+            # every file's size (and small files' checksums): read_meta verifies them on every load
+            "files": {p.name: file_facts(p) for p in sorted(out.iterdir())
+                      if p.is_file() and p.name != "meta.json" and not p.name.endswith(".tmp")}}
     write_json_atomic(out / "meta.json", meta)
     return meta
 

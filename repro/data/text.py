@@ -137,7 +137,7 @@ def _prepare_hint(corpus_dir: Path) -> str:
     return f"run `{prepare_command(Path(corpus_dir).name)}` again"
 
 
-def _file_facts(path: Path) -> dict:
+def file_facts(path: Path) -> dict:
     facts = {"bytes": path.stat().st_size}
     if facts["bytes"] <= CHECKSUM_LIMIT:
         facts["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
@@ -170,7 +170,7 @@ def begin_prepare(out_dir: Path, inputs: dict) -> tuple[Path, bool]:
 
 def finish_prepare(partial: Path, out_dir: Path, meta: dict, inputs: dict) -> dict:
     """Record every file's size (and small files' checksums) in meta.json, then swap the build into place."""
-    files = {p.name: _file_facts(p) for p in sorted(partial.iterdir())
+    files = {p.name: file_facts(p) for p in sorted(partial.iterdir())
              if p.is_file() and p.name not in ("meta.json", "inputs.json") and not p.name.endswith(".tmp")}
     meta = {**meta, "inputs": inputs, "files": files}
     write_json_atomic(partial / "meta.json", meta)
