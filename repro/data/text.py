@@ -5,7 +5,6 @@ Token ids follow fairseq's convention: <s>=0, <pad>=1, </s>=2, <unk>=3.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import os
@@ -17,6 +16,7 @@ from typing import Iterable, Iterator
 
 import sentencepiece as spm
 
+from repro.checksum import sha256_file
 from repro.data.binarized import TokenArrayWriter
 from repro.data.corpora import prepare_command
 from repro.progress import progress_bar
@@ -140,7 +140,7 @@ def _prepare_hint(corpus_dir: Path) -> str:
 def file_facts(path: Path) -> dict:
     facts = {"bytes": path.stat().st_size}
     if facts["bytes"] <= CHECKSUM_LIMIT:
-        facts["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+        facts["sha256"] = sha256_file(path)
     return facts
 
 
@@ -210,7 +210,7 @@ def read_meta(corpus_dir: Path, verify: bool = True) -> dict:
             found = f"{f.stat().st_size} bytes" if f.is_file() else "missing"
             raise PrepareError(f"{f}: {found}, expected {facts['bytes']} bytes (damaged or half-written); "
                                f"{_prepare_hint(corpus_dir)}")
-        if "sha256" in facts and hashlib.sha256(f.read_bytes()).hexdigest() != facts["sha256"]:
+        if "sha256" in facts and sha256_file(f) != facts["sha256"]:
             raise PrepareError(f"{f}: its contents changed since it was prepared (checksum differs); "
                                f"{_prepare_hint(corpus_dir)}")
     return meta

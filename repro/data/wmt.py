@@ -11,13 +11,13 @@ detokenisation. Cleaning applies Moses clean-corpus-n's 1-80 words and ratio 1.5
 
 from __future__ import annotations
 
-import hashlib
 import json
 import tarfile
 import urllib.request
 from pathlib import Path
 from typing import Iterator
 
+from repro.checksum import sha256_file
 from repro.data.parallel import prepare_parallel
 from repro.data.text import PrepareError
 from repro.progress import console, progress_bar
@@ -38,19 +38,11 @@ NEWSTEST_YEARS = tuple(range(2010, 2017))
 CHECKSUMS = "checksums.sha256.json"
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def verify_or_record_checksum(path: Path) -> None:
     """The first time an archive is seen its SHA-256 is recorded beside it; every later use must match."""
     book = path.parent / CHECKSUMS
     sums = json.loads(book.read_text()) if book.is_file() else {}
-    digest = _sha256(path)
+    digest = sha256_file(path)
     if path.name in sums and sums[path.name] != digest:
         raise PrepareError(f"{path}: checksum mismatch (recorded {sums[path.name][:12]}…, now {digest[:12]}…); "
                            f"delete the file to download it again")

@@ -3,26 +3,19 @@ parameter averaging. A checkpoint whose bytes no longer match its checksum is re
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from pathlib import Path
 
 import torch
 
+from repro.checksum import sha256_file
+
 PATTERN = re.compile(r"checkpoint_(\d+)\.pt$")
 
 
 class CheckpointError(RuntimeError):
     pass
-
-
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def checksum_path(path: Path) -> Path:
@@ -34,7 +27,7 @@ def save(state: dict, run_dir: Path, step: int, keep_last: int) -> Path:
     tmp = path.with_name(path.name + ".tmp")
     torch.save(state, tmp)
     digest_tmp = checksum_path(tmp)
-    digest_tmp.write_text(sha256(tmp) + "\n")
+    digest_tmp.write_text(sha256_file(tmp) + "\n")
     os.replace(digest_tmp, checksum_path(path))  # the checksum lands first: a .pt never exists without it
     os.replace(tmp, path)
     for old in list_checkpoints(run_dir)[:-keep_last]:
@@ -50,7 +43,7 @@ def list_checkpoints(run_dir: Path) -> list[Path]:
 
 def load(path: Path) -> dict:
     digest = checksum_path(Path(path))
-    if digest.is_file() and digest.read_text().strip() != sha256(path):
+    if digest.is_file() and digest.read_text().strip() != sha256_file(path):
         raise CheckpointError(f"{path}: damaged (its bytes no longer match {digest.name}); delete it to resume "
                               f"from the one before")
     try:
