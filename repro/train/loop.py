@@ -144,6 +144,8 @@ def _train(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: boo
                           f"--overwrite")
     ckpts = checkpoint.list_checkpoints(run_dir) if resume else []
     state = checkpoint.load(ckpts[-1]) if ckpts else None
+    if resume and state is None and (run_dir / "status.json").is_file():
+        raise RunDirError(f"{run_dir} holds {existing} but no checkpoint to resume from: replace it with --overwrite")
     if state is not None and state.get("recipe_hash") != resolved.hash() and not allow_recipe_change:
         raise RunDirError(f"{run_dir}: its checkpoints were trained with recipe hash {state.get('recipe_hash')}, "
                           f"but {resolved.path} at scale {resolved.scale}"
@@ -174,7 +176,8 @@ def _train(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: boo
     step, epoch, position, elapsed_before = 0, 1, 0, 0.0
     if d.main:
         run_dir.mkdir(parents=True, exist_ok=True)
-        if existing and not resume:  # --overwrite: the old run goes only now that data and model are ready
+        if existing and state is None:  # --overwrite, or a start that never checkpointed: cleared only now that
+            # data and model are ready
             for stale in [log_path, status_path, run_dir / "admin_profile.json", *checkpoint.list_checkpoints(run_dir)]:
                 stale.unlink(missing_ok=True)
                 Path(f"{stale}.sha256").unlink(missing_ok=True)
