@@ -1,0 +1,81 @@
+"""Training speed of the `mini` configuration on this machine's CPU: the real recipe, data, loss and optimizer.
+
+    python benchmarks/mini_step.py [--recipe recipes/6L-6L-post_ln.yaml] [--steps 30] [--threads 1] [--profile]
+
+Builds the recipe at scale mini (d 128, FFN 512, 2,048 tokens per batch) on the prepared Multi30k corpus
+(`lnrepro prepare multi30k --source ../shared/data/multi30k`), runs the training step of repro/train/loop.py
+(forward, label-smoothed loss, backward, clipping, Adam) on the first batches of epoch 1, and reports target tokens
+per second over the timed steps (after 3 warm-up steps). With --profile, the top operators of torch's profiler.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import torch
+
+from common import machine, write_json
+from repro.config import resolve
+from repro.data.batching import token_batches
+from repro.data.text import PAD, read_meta
+from repro.model.build import build_model
+from repro.train.loop import autocast
+from repro.train.optim import make_optimizer
+from repro.train.tasks import batch_loss, batch_tokens, open_split
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--recipe", default="recipes/6L-6L-post_ln.yaml")
+    ap.add_argument("--root", type=Path, default=Path("data"))
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--precision", default="fp32", help="fp32 or bf16 (autocast, as train.precision)")
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    r = resolve(args.recipe, "mini").recipe
+    corpus = args.root / r.data.corpus
+    data = open_split(r, corpus, r.data.train_split, train=True)
+    torch.manual_seed(1)
+    model = build_model(r, read_meta(corpus)["vocab_size"], PAD).train()
+    opt = make_optimizer(model.parameters(), 1e-4, r.optim.betas, r.optim.eps, r.optim.weight_decay)
+    batches = [data.collate(idx) for idx in token_batches(data.sizes, batch_tokens(r), 1, 1)[: args.steps + 3]]
+
+    def step(batch):
+        opt.zero_grad(set_to_none=True)
+        with autocast(torch.device("cpu"), args.precision):
+            loss, _, ntok = batch_loss(model, batch, r)
+        loss.backward()
+        for p in model.parameters():
+            if p.grad is not None:
+                p.grad.mul_(1.0 / ntok)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), float("inf"))
+        opt.step()
+        return ntok
+
+    for b in batches[:3]:
+        step(b)
+    tokens, t0 = 0, time.perf_counter()
+    for b in batches[3:]:
+        tokens += step(b)
+    seconds = time.perf_counter() - t0
+    print(f"{args.recipe} mini, {args.precision}, {args.threads} thread(s): {tokens / seconds:,.0f} target tokens/s "
+          f"({seconds / args.steps * 1000:.0f} ms per step)")
+    if args.profile:
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            for b in batches[3:8]:
+                step(b)
+        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
+    if args.out:
+        write_json(args.out, {"machine": machine(), "recipe": args.recipe, "threads": args.threads,
+                              "precision": args.precision,
+                              "steps": args.steps, "target_tokens_per_s": tokens / seconds})
+
+
+if __name__ == "__main__":
+    main()
