@@ -264,8 +264,8 @@ def plot(spec: CalibrationSpec, curves: dict, decision: dict, png: Path) -> None
                 ax.axvline(length, color=line.get_color(), linestyle=":", linewidth=1)
         ax.set_title(name)
         ax.set_xlabel("updates")
-        ax.set_ylabel("validation NLL (nats)")
         ax.legend(fontsize=8)
+    axes[0].set_ylabel("validation NLL (nats, shared axis)")
     c, p = decision["choice"], decision.get("provisional")
     chosen = (f"chosen: warmup {c['warmup_updates']}, lr {c['lr']:g}, {c['max_updates']} updates" if c else
               f"no setting converged within the cap; provisional: warmup {p['warmup_updates']}, lr {p['lr']:g}, "
