@@ -181,7 +181,7 @@ def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. reci
 
 
 def run_record(run_dir: Path, status: dict, resolved, metrics: dict) -> dict:
-    return {"run_id": Path(run_dir).name, "run_dir": str(run_dir), "recipe": str(resolved.path),
+    return {"run_id": Path(run_dir).name, "run_dir": str(run_dir), "recipe": f"recipes/{resolved.name}.yaml",
             "recipe_name": resolved.name, "recipe_hash": resolved.hash(), "overrides": resolved.overrides,
             "task": resolved.recipe.task, "variant": resolved.recipe.model.variant,
             "encoder_layers": resolved.recipe.model.encoder_layers,
@@ -319,7 +319,7 @@ def claims(scale: str = typer.Option("mini", "--scale", help="Whose records to j
 
 @app.command()
 def reproduce(table_number: int = typer.Argument(..., metavar="TABLE", help="Table 1-6, 9 or 10."),
-              scale: str = typer.Option("mini", "--scale", help="paper, mini or tiny."),
+              scale: str = typer.Option("paper", "--scale", help="paper, mini or tiny."),
               seeds: int = typer.Option(1, "--seeds", help="Seeds 1..N per cell."),
               jobs: int = typer.Option(2, "--jobs", help="Runs at once (local launcher)."),
               threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads per run (default: cores / jobs)."),

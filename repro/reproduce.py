@@ -104,10 +104,12 @@ def stale_records(runs: list[PlannedRun]) -> list[str]:
 
 
 def job_steps(run: PlannedRun, results_dir: Path, data_root: Path) -> list[list[str]]:
-    common = ["--root", str(data_root), "--results", str(results_dir)]
-    train = ["train", str(run.recipe), "--scale", run.scale, "--seed", str(run.seed), "--run-dir", str(run.run_dir),
+    """Absolute paths: a cluster job need not start in the folder it was submitted from."""
+    common = ["--root", str(Path(data_root).resolve()), "--results", str(Path(results_dir).resolve())]
+    run_dir = str(run.run_dir.resolve())
+    train = ["train", str(run.recipe.resolve()), "--scale", run.scale, "--seed", str(run.seed), "--run-dir", run_dir,
              "--resume", *common]
-    evaluate = ["evaluate", str(run.run_dir), *common]
+    evaluate = ["evaluate", run_dir, *common]
     status = run.run_dir / "status.json"
     return [evaluate] if status.is_file() else [train, evaluate]
 
