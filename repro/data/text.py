@@ -20,6 +20,7 @@ from repro.checksum import sha256_file
 from repro.data.binarized import TokenArrayWriter
 from repro.data.corpora import prepare_command
 from repro.progress import progress_bar
+from repro.results import atomic_write_text
 
 BOS, PAD, EOS, UNK = 0, 1, 2, 3
 
@@ -123,9 +124,7 @@ def write_lines_atomic(path: Path, lines: Iterable[str]) -> int:
 
 
 def write_json_atomic(path: Path, data) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 # -- a prepared corpus is built in <name>.partial/ and completed by one rename ----------------------------------
