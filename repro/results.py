@@ -141,16 +141,19 @@ def recipes_dir() -> Path:
     return Path("recipes") if Path("recipes").is_dir() else Path(__file__).resolve().parents[1] / "recipes"
 
 
-def current_hash(recipe_name: str, scale: str, _cache: dict = {}) -> str | None:
+_HASHES: dict[tuple[str, str, str], str | None] = {}  # (recipes folder, recipe, scale) -> hash, once per process
+
+
+def current_hash(recipe_name: str, scale: str) -> str | None:
     """The hash a record of `recipe_name` at `scale` must carry to count (None: no such recipe or scale)."""
     key = (str(recipes_dir().resolve()), recipe_name, scale)
-    if key not in _cache:
+    if key not in _HASHES:
         from repro.config import RecipeError, resolve
         try:
-            _cache[key] = resolve(recipes_dir() / f"{recipe_name}.yaml", scale).hash()
+            _HASHES[key] = resolve(recipes_dir() / f"{recipe_name}.yaml", scale).hash()
         except RecipeError:
-            _cache[key] = None
-    return _cache[key]
+            _HASHES[key] = None
+    return _HASHES[key]
 
 
 def current_records(results_dir: Path, scale: str) -> tuple[dict[str, list[dict]], dict[str, int]]:
