@@ -1,11 +1,16 @@
 """Training speed of the `mini` configuration on this machine's CPU: the real recipe, data, loss and optimizer.
 
     python benchmarks/mini_step.py [--recipe recipes/6L-6L-post_ln.yaml] [--steps 30] [--threads 1] [--profile]
+                                   [--plain] [--numerics]
 
 Builds the recipe at scale mini (d 128, FFN 512, 2,048 tokens per batch) on the prepared Multi30k corpus
 (`lnrepro prepare multi30k --source ../shared/data/multi30k`), runs the training step of repro/train/loop.py
 (forward, label-smoothed loss, backward, clipping, Adam) on the first batches of epoch 1, and reports target tokens
 per second over the timed steps (after 3 warm-up steps). With --profile, the top operators of torch's profiler.
+The step runs as training does, with repro/model/cpu_paths.py's CPU paths (oneDNN linear, uniform-draw dropout,
+glibc keeping freed memory); --plain runs torch's own layers and allocator settings instead (one process each,
+since the allocator setting cannot be undone). --numerics compares one step's loss and gradients of the two paths
+on the same batch with dropout off, and prints the largest differences.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from common import machine, write_json
 from repro.config import resolve
 from repro.data.batching import token_batches
 from repro.data.text import PAD, read_meta
+from repro.model import cpu_paths
 from repro.model.build import build_model
 from repro.train.loop import autocast
 from repro.train.optim import make_optimizer
@@ -34,9 +40,17 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--precision", default="fp32", help="fp32 or bf16 (autocast, as train.precision)")
+    ap.add_argument("--plain", action="store_true", help="torch's own layers and allocator settings")
+    ap.add_argument("--numerics", action="store_true", help="compare one step of the two paths; no timing")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    if args.numerics:
+        return numerics(args)
+    if args.plain:
+        cpu_paths.ENABLED = False
+    else:
+        cpu_paths.keep_freed_memory()
     r = resolve(args.recipe, "mini").recipe
     corpus = args.root / r.data.corpus
     data = open_split(r, corpus, r.data.train_split, train=True)
@@ -63,7 +77,8 @@ def main():
     for b in batches[3:]:
         tokens += step(b)
     seconds = time.perf_counter() - t0
-    print(f"{args.recipe} mini, {args.precision}, {args.threads} thread(s): {tokens / seconds:,.0f} target tokens/s "
+    print(f"{args.recipe} mini, {'plain' if args.plain else 'cpu_paths'}, {args.precision}, {args.threads} thread(s): "
+          f"{tokens / seconds:,.0f} target tokens/s "
           f"({seconds / args.steps * 1000:.0f} ms per step)")
     if args.profile:
         from torch.profiler import ProfilerActivity, profile
@@ -73,8 +88,31 @@ def main():
         print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
     if args.out:
         write_json(args.out, {"machine": machine(), "recipe": args.recipe, "threads": args.threads,
-                              "precision": args.precision,
+                              "precision": args.precision, "paths": "plain" if args.plain else "cpu_paths",
                               "steps": args.steps, "target_tokens_per_s": tokens / seconds})
+
+
+def numerics(args):
+    """One step's loss and gradients through both paths, same weights and batch, dropout off."""
+    r = resolve(args.recipe, "mini", ["model.dropout=0", "model.attention_dropout=0",
+                                      "model.activation_dropout=0"]).recipe
+    corpus = args.root / r.data.corpus
+    data = open_split(r, corpus, r.data.train_split, train=True)
+    torch.manual_seed(1)
+    model = build_model(r, read_meta(corpus)["vocab_size"], PAD).train()
+    batch = data.collate(token_batches(data.sizes, batch_tokens(r), 1, 1)[0])
+    results = []
+    for enabled in (False, True):
+        cpu_paths.ENABLED = enabled
+        model.zero_grad(set_to_none=True)
+        loss, _, ntok = batch_loss(model, batch, r)
+        loss.backward()
+        results.append((loss.item() / ntok, [p.grad.clone() for p in model.parameters()]))
+    (plain_loss, plain_grads), (fast_loss, fast_grads) = results
+    rel = sorted(float((a - b).norm() / b.norm().clamp_min(1e-30)) for a, b in zip(fast_grads, plain_grads))
+    print(f"{args.recipe} mini, one batch of {ntok} target tokens: loss {plain_loss:.7f} (plain) vs {fast_loss:.7f} "
+          f"(cpu_paths), |difference| {abs(plain_loss - fast_loss):.2e}; relative gradient difference over the "
+          f"{len(rel)} parameter tensors: median {rel[len(rel) // 2]:.1e}, largest {rel[-1]:.1e}")
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from repro.data.text import PAD, read_meta
 from repro.eval import metrics
 from repro.eval.generate import beam_search
 from repro.model.build import build_model
+from repro.model.cpu_paths import keep_freed_memory
 from repro.progress import console, progress_bar
 from repro.train import checkpoint
 from repro.train.loop import validate
@@ -67,6 +68,8 @@ def evaluate_run(run_dir: Path, data_root: Path, write: bool = True) -> dict:
     if not ckpts:
         raise EvaluateError(f"{run_dir}: no checkpoints to evaluate")
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.type == "cpu":
+        keep_freed_memory()
     model = build_model(r, meta["vocab_size"], PAD)
     model.load_state_dict(checkpoint.average(ckpts))
     model.to(device).eval()

@@ -15,6 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from repro.model.cpu_paths import Dropout, Linear, linear
+
 
 def band_edges(vocab_size: int, cutoffs: list[int]) -> list[int]:
     edges = [0] + [c for c in cutoffs if c < vocab_size] + [vocab_size]
@@ -34,7 +36,7 @@ class AdaptiveInput(nn.Module):
             dim = int(d_model // (factor ** i))
             emb = nn.Embedding(hi - lo, dim)
             nn.init.normal_(emb.weight, 0.0, dim ** -0.5)
-            proj = nn.Linear(dim, d_model, bias=False)
+            proj = Linear(dim, d_model, bias=False)
             nn.init.xavier_uniform_(proj.weight)
             self.embeddings.append(emb)
             self.projections.append(proj)
@@ -57,15 +59,15 @@ class AdaptiveSoftmax(nn.Module):
         self.inp = adaptive_input  # tied words and projections
         self.edges = adaptive_input.edges
         n_tail = len(self.edges) - 2
-        self.cluster_logits = nn.Linear(adaptive_input.d_model, n_tail, bias=False) if n_tail else None
-        self.dropout = nn.Dropout(dropout)
+        self.cluster_logits = Linear(adaptive_input.d_model, n_tail, bias=False) if n_tail else None
+        self.dropout = Dropout(dropout)
 
     def _band_logits(self, x: torch.Tensor, i: int) -> torch.Tensor:
         if i == 0:  # the head: band 0's words scored with its embedding directly
-            return F.linear(x, self.inp.embeddings[0].weight)
+            return linear(x, self.inp.embeddings[0].weight)
         # The input projection maps band dim -> d; its transpose maps d -> band dim.
-        h = self.dropout(F.linear(x, self.inp.projections[i].weight.t()))
-        return F.linear(h, self.inp.embeddings[i].weight)
+        h = self.dropout(linear(x, self.inp.projections[i].weight.t()))
+        return linear(h, self.inp.embeddings[i].weight)
 
     def _head_logprobs(self, x: torch.Tensor) -> torch.Tensor:
         head = self._band_logits(x, 0)

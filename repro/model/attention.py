@@ -8,6 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from repro.model.cpu_paths import Linear
+
 
 class MultiheadAttention(nn.Module):
     """Self-attention (one fused QKV projection) or cross-attention (Q from the decoder, KV from the encoder).
@@ -21,11 +23,11 @@ class MultiheadAttention(nn.Module):
             raise ValueError(f"d_model {d_model} is not divisible by heads {heads}")
         self.d_model, self.heads, self.dropout, self.cross = d_model, heads, dropout, cross
         if cross:
-            self.q_proj = nn.Linear(d_model, d_model)
-            self.kv_proj = nn.Linear(d_model, 2 * d_model)
+            self.q_proj = Linear(d_model, d_model)
+            self.kv_proj = Linear(d_model, 2 * d_model)
         else:
-            self.qkv_proj = nn.Linear(d_model, 3 * d_model)
-        self.out_proj = nn.Linear(d_model, d_model)
+            self.qkv_proj = Linear(d_model, 3 * d_model)
+        self.out_proj = Linear(d_model, d_model)
         self.reset_parameters()
 
     def q_k_v_weights(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from repro.model.attention import MultiheadAttention
+from repro.model.cpu_paths import Dropout, Linear
 from repro.model.variants import Variant
 
 
@@ -63,9 +64,9 @@ class FeedForward(nn.Module):
 
     def __init__(self, d_model: int, ffn_dim: int, activation_dropout: float, init: str = "torch"):
         super().__init__()
-        self.fc1 = nn.Linear(d_model, ffn_dim)
-        self.fc2 = nn.Linear(ffn_dim, d_model)
-        self.activation_dropout = nn.Dropout(activation_dropout)
+        self.fc1 = Linear(d_model, ffn_dim)
+        self.fc2 = Linear(ffn_dim, d_model)
+        self.activation_dropout = Dropout(activation_dropout)
         if init == "xavier":  # older fairseq's Linear(): xavier_uniform weights, zero biases
             for fc in (self.fc1, self.fc2):
                 nn.init.xavier_uniform_(fc.weight)
@@ -89,7 +90,7 @@ class TransformerLayer(nn.Module):
         super().__init__()
         self.variant = variant
         self.b2t = variant.b2t
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         pre, post = variant.pre_norm, variant.post_norm
 
         self.pre_attn_norm = make_norm(pre, d_model)

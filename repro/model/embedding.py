@@ -7,6 +7,8 @@ import math
 import torch
 from torch import nn
 
+from repro.model.cpu_paths import Dropout
+
 
 def sinusoidal_positions(length: int, d_model: int, offset: int = 0, device=None) -> torch.Tensor:
     """(length, d_model): sin in the first half of the channels, cos in the second, as fairseq lays them out."""
@@ -35,7 +37,7 @@ class PositionalInput(nn.Module):
     def __init__(self, d_model: int, dropout: float):
         super().__init__()
         self.d_model, self.scale = d_model, math.sqrt(d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         pos = sinusoidal_positions(x.size(1), self.d_model, offset, device=x.device).to(x.dtype)

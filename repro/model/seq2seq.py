@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from repro.model.embedding import PositionalInput, TokenEmbedding
+from repro.model.cpu_paths import linear
 from repro.model.stack import LayerStack
 from repro.model.variants import Variant, deepnet_constants
 
@@ -67,7 +67,7 @@ class EncoderDecoder(nn.Module):
         x = self.decoder_input(self.embed_tokens(prev_tokens), offset=offset)
         x = self.decoder(x, causal=cache is None, memory=memory, memory_mask=memory_mask, cache=cache,
                          layer_outputs=layer_outputs)
-        return F.linear(x, self.embed_tokens.weight)
+        return linear(x, self.embed_tokens.weight)
 
     def forward(self, src: torch.Tensor, prev_tokens: torch.Tensor, src_lengths: torch.Tensor | None = None):
         memory, mask = self.encode(src, src_lengths)

@@ -24,6 +24,7 @@ from repro.config import ResolvedRecipe, dump_yaml
 from repro.data.batching import rank_batches, token_batches
 from repro.data.text import PAD, read_meta
 from repro.model.build import build_model
+from repro.model.cpu_paths import keep_freed_memory
 from repro.model.init import admin_profile, load_admin_profile, save_admin_profile
 from repro.progress import console, progress_bar
 from repro.results import git_commit, hardware, now
@@ -154,6 +155,8 @@ def _train(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: boo
                           f"--allow-recipe-change")
     d = setup_distributed()
     device = torch.device(f"cuda:{d.local_rank}" if torch.cuda.is_available() else "cpu")
+    if device.type == "cpu":
+        keep_freed_memory()
     corpus_dir = Path(data_root) / r.data.corpus
     meta = read_meta(corpus_dir)
     train_data = open_split(r, corpus_dir, r.data.train_split, train=True)

@@ -1,0 +1,101 @@
+"""Linear and dropout layers with faster fp32 CPU paths, the same layers everywhere else.
+
+Linear: torch sends fp32 CPU matrix products to MKL, which on AMD processors takes its AVX2 path: about 90 GFLOP/s on
+one core of an AVX-512 EPYC. oneDNN, which torch ships too, chooses its kernels by instruction set and runs the
+same fp32 products 1.4-2.5x faster there (benchmarks/README.md, "The mini configuration on this CPU"). The
+arithmetic stays fp32; only the order of the sums differs, so results agree to fp32 rounding. Everywhere else
+(GPU, autocast, half precision, torch.compile, a build without oneDNN) this is plain F.linear.
+
+Dropout: on the CPU, torch's dropout draws its mask with bernoulli_, 2.7x slower than drawing uniforms and
+comparing (measured forward and backward at 2,048 x 128). Same distribution, another random stream.
+
+keep_freed_memory: glibc hands every allocation over its mmap threshold straight back to the system when freed,
+so each step's activation buffers are fresh pages, faulted in one by one: a 64 MB clone takes 45 ms instead of 4.
+Training and decoding on the CPU call it once to keep freed memory in the process for reuse.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import platform
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def _onednn_available() -> bool:
+    return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+
+
+ONEDNN = _onednn_available()
+ENABLED = True  # False: plain torch layers everywhere (benchmarks/mini_step.py --plain compares the two)
+
+_M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4  # glibc's malloc.h
+
+
+def keep_freed_memory() -> bool:
+    """glibc: no mmap'd allocations and no trimming, so freed buffers are reused. False where it does not apply."""
+    if not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc":
+        return False
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        return bool(libc.mallopt(_M_MMAP_MAX, 0)) and bool(libc.mallopt(_M_TRIM_THRESHOLD, 2 ** 31 - 1))
+    except (OSError, AttributeError):
+        return False
+
+
+def _a_bt(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a @ b.T for 2-D fp32 CPU tensors, through oneDNN (strided views are read in place)."""
+    return torch.ops.mkldnn._linear_pointwise(a, b, None, "none", [], "")
+
+
+class _OneDNNLinear(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        ctx.save_for_backward(x, weight)
+        ctx.has_bias = bias is not None
+        out = torch.ops.mkldnn._linear_pointwise(x.reshape(-1, x.shape[-1]), weight, bias, "none", [], "")
+        return out.view(*x.shape[:-1], weight.shape[0])
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, weight = ctx.saved_tensors
+        g = grad.reshape(-1, grad.shape[-1])
+        gx = gw = gb = None
+        if ctx.needs_input_grad[0]:
+            gx = _a_bt(g, weight.t()).view(*x.shape[:-1], weight.shape[1])
+        if ctx.needs_input_grad[1]:
+            x2 = x.reshape(-1, x.shape[-1])
+            out_features, in_features = weight.shape
+            # oneDNN is fastest with the larger of the two weight dimensions as its output columns (measured).
+            gw = _a_bt(x2.t(), g.t()).t() if out_features >= in_features else _a_bt(g.t(), x2.t())
+        if ctx.has_bias and ctx.needs_input_grad[2]:
+            gb = g.sum(0)
+        return gx, gw, gb
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """F.linear, through oneDNN for fp32 tensors on the CPU outside autocast and compilation."""
+    if (ENABLED and ONEDNN and x.device.type == "cpu" and x.dtype == torch.float32 and weight.dtype == torch.float32
+            and x.numel() > 0 and not torch.is_autocast_enabled("cpu") and not torch.compiler.is_compiling()):
+        return _OneDNNLinear.apply(x, weight, bias)
+    return F.linear(x, weight, bias)
+
+
+class Linear(nn.Linear):
+    """nn.Linear (same parameters, initialisation and state-dict keys) computed by `linear`."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return linear(x, self.weight, self.bias)
+
+
+class Dropout(nn.Dropout):
+    """nn.Dropout; in training on the CPU, its mask comes from uniform draws (see the module's docstring)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if (ENABLED and self.training and 0.0 < self.p < 1.0 and x.device.type == "cpu" and not self.inplace
+                and not torch.compiler.is_compiling()):
+            return x * torch.rand_like(x).ge_(self.p).mul_(1.0 / (1.0 - self.p))
+        return super().forward(x)

@@ -1,0 +1,105 @@
+"""The faster CPU paths (repro/model/cpu_paths.py) compute what torch's own layers compute."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from repro.model import cpu_paths
+from repro.model.cpu_paths import Dropout, Linear, keep_freed_memory, linear
+from repro.model.seq2seq import EncoderDecoder
+from repro.model.variants import VARIANTS
+
+needs_onednn = pytest.mark.skipif(not cpu_paths.ONEDNN, reason="this torch build has no oneDNN")
+
+
+def took_onednn(y: torch.Tensor) -> bool:
+    return type(y.grad_fn).__name__ == "_OneDNNLinearBackward"
+
+
+def rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a.detach().double() - b.detach().double()).norm() / b.detach().double().norm())
+
+
+@needs_onednn
+@pytest.mark.parametrize("in_features,out_features", [(16, 48), (48, 16), (16, 16)])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("layout", ["contiguous", "transposed input", "transposed weight"])
+def test_linear_matches_fp64_reference(in_features, out_features, bias, layout):
+    torch.manual_seed(0)
+    x = torch.randn(3, 7, in_features)
+    w = torch.randn(out_features, in_features)
+    if layout == "transposed input":
+        x = torch.randn(7, 3, in_features).transpose(0, 1)  # a strided view, as attention's outputs are
+    if layout == "transposed weight":
+        w = torch.randn(in_features, out_features).t()  # as the adaptive softmax's tails use their projections
+    b = torch.randn(out_features) if bias else None
+    leaves = [t.clone().requires_grad_() for t in (x, w, b) if t is not None]
+    refs = [t.detach().double().requires_grad_() for t in leaves]
+    y = linear(*leaves, *([None] if not bias else []))
+    y_ref = F.linear(*refs, *([None] if not bias else []))
+    assert took_onednn(y)
+    g = torch.randn_like(y)
+    y.backward(g)
+    y_ref.backward(g.double())
+    assert rel(y, y_ref) < 1e-6
+    for t, t_ref in zip(leaves, refs):
+        assert rel(t.grad, t_ref.grad) < 1e-6
+
+
+@needs_onednn
+def test_linear_keeps_torch_elsewhere():
+    x, w = torch.randn(4, 8, requires_grad=True), torch.randn(5, 8, requires_grad=True)
+    assert not took_onednn(linear(x.double(), w.double()))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = linear(x, w)
+    assert y.dtype == torch.bfloat16 and not took_onednn(y)
+    cpu_paths.ENABLED = False
+    try:
+        assert not took_onednn(linear(x, w))
+    finally:
+        cpu_paths.ENABLED = True
+    layer = Linear(8, 5)
+    assert isinstance(layer, torch.nn.Linear) and set(layer.state_dict()) == {"weight", "bias"}
+
+
+def test_dropout_keeps_the_distribution_and_its_gradient():
+    torch.manual_seed(0)
+    p = 0.3
+    drop = Dropout(p)
+    x = torch.full((400, 500), 2.0, requires_grad=True)
+    y = drop(x)
+    dropped = float((y == 0).float().mean())
+    assert abs(dropped - p) < 0.005  # 200,000 draws: the standard error is 0.001
+    assert torch.allclose(y[y != 0], torch.tensor(2.0 / (1 - p)))
+    y.sum().backward()
+    assert torch.equal(x.grad, (y / 2.0).detach())  # the same mask and scale
+    drop.eval()
+    assert torch.equal(drop(x), x)
+    assert torch.equal(Dropout(0.0).train()(x), x)
+
+
+def test_model_step_matches_torch_layers():
+    """One forward and backward of a small encoder-decoder through both paths: same loss and gradients."""
+    torch.manual_seed(0)
+    model = EncoderDecoder(VARIANTS["post_ln"], 40, 1, 32, 64, 4, 2, 2, 0.0).train()
+    src, prev, target = torch.randint(2, 40, (6, 9)), torch.randint(2, 40, (6, 8)), torch.randint(2, 40, (48,))
+    grads = []
+    for enabled in (False, True):
+        cpu_paths.ENABLED = enabled
+        try:
+            model.zero_grad(set_to_none=True)
+            loss = F.cross_entropy(model(src, prev).flatten(0, 1), target)
+            loss.backward()
+        finally:
+            cpu_paths.ENABLED = True
+        grads.append((loss.item(), [p.grad.clone() for p in model.parameters()]))
+    (loss_plain, g_plain), (loss_fast, g_fast) = grads
+    assert loss_fast == pytest.approx(loss_plain, rel=1e-6)
+    assert max(rel(a, b) for a, b in zip(g_fast, g_plain)) < 1e-4
+
+
+def test_keep_freed_memory_applies_on_glibc():
+    import platform
+    import sys
+    expected = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
+    assert keep_freed_memory() is expected
