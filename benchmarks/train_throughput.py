@@ -28,9 +28,9 @@ VOCAB, PAD = 32000, 1
 class TorchTransformer(nn.Module):
     """torch.nn.Transformer with the same embeddings and tied output projection."""
 
-    def __init__(self, layers: int, d: int = 512):
+    def __init__(self, layers: int, d: int = 512, vocab: int = VOCAB):
         super().__init__()
-        self.embed = nn.Embedding(VOCAB, d, padding_idx=PAD)
+        self.embed = nn.Embedding(vocab, d, padding_idx=PAD)
         self.core = nn.Transformer(d, 8, layers, layers, 4 * d, dropout=0.1, batch_first=True, norm_first=False)
         self.d = d
 
