@@ -103,3 +103,26 @@ def test_keep_freed_memory_applies_on_glibc():
     import sys
     expected = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
     assert keep_freed_memory() is expected
+
+
+def test_plain_operands():
+    m = torch.randn(6, 4)
+    assert cpu_paths._plain(m) is m and cpu_paths._plain(m.t()).data_ptr() == m.data_ptr()  # read in place
+    column_slice = torch.randn(6, 5)[:, :4]  # as the adaptive softmax's head gradient, a slice of a wider one
+    plain = cpu_paths._plain(column_slice)
+    assert plain.is_contiguous() and torch.equal(plain, column_slice)
+
+
+@needs_onednn
+def test_linear_gradient_from_a_column_slice():
+    """The gradient reaching the linear is a strided slice (its output was concatenated): same results."""
+    torch.manual_seed(0)
+    x, w = torch.randn(10, 8), torch.randn(6, 8)
+    grads = []
+    for fn in (linear, F.linear):
+        xx, ww = x.clone().requires_grad_(), w.clone().requires_grad_()
+        out = torch.cat([fn(xx, ww), xx[:, :2]], dim=-1)
+        out.backward(torch.arange(out.numel(), dtype=torch.float32).view_as(out) / out.numel())
+        grads.append((xx.grad, ww.grad))
+    for a, b in zip(*grads):
+        assert rel(a, b) < 1e-6

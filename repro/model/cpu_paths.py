@@ -46,9 +46,15 @@ def keep_freed_memory() -> bool:
         return False
 
 
-def _a_bt(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """a @ b.T for 2-D fp32 CPU tensors, through oneDNN (strided views are read in place)."""
-    return torch.ops.mkldnn._linear_pointwise(a, b, None, "none", [], "")
+def _plain(t: torch.Tensor) -> torch.Tensor:
+    """t if it is a row-major matrix or the transpose of one (oneDNN reads both in place), else a row-major copy:
+    other strides (a column slice of a wider gradient, say) send oneDNN to a reference kernel 1,000x slower."""
+    return t if t.is_contiguous() or t.t().is_contiguous() else t.contiguous()
+
+
+def _a_bt(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """a @ b.T (+ bias) for 2-D fp32 CPU tensors, through oneDNN."""
+    return torch.ops.mkldnn._linear_pointwise(_plain(a), _plain(b), bias, "none", [], "")
 
 
 class _OneDNNLinear(torch.autograd.Function):
@@ -56,13 +62,12 @@ class _OneDNNLinear(torch.autograd.Function):
     def forward(ctx, x, weight, bias):
         ctx.save_for_backward(x, weight)
         ctx.has_bias = bias is not None
-        out = torch.ops.mkldnn._linear_pointwise(x.reshape(-1, x.shape[-1]), weight, bias, "none", [], "")
-        return out.view(*x.shape[:-1], weight.shape[0])
+        return _a_bt(x.reshape(-1, x.shape[-1]), weight, bias).view(*x.shape[:-1], weight.shape[0])
 
     @staticmethod
     def backward(ctx, grad):
         x, weight = ctx.saved_tensors
-        g = grad.reshape(-1, grad.shape[-1])
+        g = _plain(grad.reshape(-1, grad.shape[-1]))
         gx = gw = gb = None
         if ctx.needs_input_grad[0]:
             gx = _a_bt(g, weight.t()).view(*x.shape[:-1], weight.shape[1])
