@@ -52,7 +52,7 @@ def test_table1_tiny_two_seeds_then_nothing_to_do(tiny_root, tmp_path):
            "--runs", str(again / "runs")]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.time() + 120
-    while not list((again / "runs").glob("*/status.json")) and time.time() < deadline:
+    while not list((again / "runs").glob("*/log.jsonl")) and time.time() < deadline:  # a run is training
         time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the jobs stop, their checkpoints stay
     proc.wait(timeout=60)
