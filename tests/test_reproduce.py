@@ -50,7 +50,9 @@ def test_table1_tiny_two_seeds_then_nothing_to_do(tiny_root, tmp_path):
     cmd = [sys.executable, "-m", "repro.cli", "reproduce", "1", "--scale", "tiny", "--cells", "6L-6L", "--seeds", "1",
            "--jobs", "2", "--threads", "1", "--root", str(tiny_root), "--results", str(again / "results"),
            "--runs", str(again / "runs")]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    # Ctrl-C reaches a foreground command; a test run started in the background inherits SIGINT ignored.
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 120
     while not list((again / "runs").glob("*/log.jsonl")) and time.time() < deadline:  # a run is training
         time.sleep(0.05)
