@@ -27,6 +27,17 @@ def median_time(fn, warmup: int, repeats: int) -> float:
     return statistics.median(times)
 
 
+def choose_paths(plain: bool, device: torch.device = torch.device("cpu")) -> str:
+    """lnrepro's CPU paths as training and evaluation set them (repro/model/cpu_paths.py), or torch's own layers
+    and allocator settings with `plain`; returns the label the benchmarks print."""
+    from repro.model import cpu_paths
+    if plain:
+        cpu_paths.ENABLED = False
+    elif device.type == "cpu":
+        cpu_paths.keep_freed_memory()
+    return "plain" if plain else "cpu_paths"
+
+
 def peak_rss_mb() -> float:
     """Peak resident memory of this process so far (Linux reports KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

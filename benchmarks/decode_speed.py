@@ -15,9 +15,8 @@ from pathlib import Path
 
 import torch
 
-from common import machine, peak_rss_mb, write_json
+from common import choose_paths, machine, peak_rss_mb, write_json
 from repro.eval.generate import beam_search
-from repro.model import cpu_paths
 from repro.model.seq2seq import EncoderDecoder
 from repro.model.variants import VARIANTS
 
@@ -46,10 +45,7 @@ def main():
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/decode_speed.json"))
     args = ap.parse_args()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if args.plain:
-        cpu_paths.ENABLED = False
-    elif device.type == "cpu":
-        cpu_paths.keep_freed_memory()
+    paths = choose_paths(args.plain, device)
     torch.manual_seed(0)
     model = NoEarlyEos(EncoderDecoder(VARIANTS["post_ln"], 32000, 1, 512, 2048, 8, 6, 6, 0.0).to(device).eval())
     src = torch.randint(4, 32000, (args.sentences, args.src_len), device=device)
@@ -65,7 +61,7 @@ def main():
         result["speedup"] = result["cached"]["sentences_per_s"] / result["uncached"]["sentences_per_s"]
         print(f"speed-up of the cache: {result['speedup']:.2f}x")
     result["peak_mb"] = peak_rss_mb()
-    result["paths"] = "plain" if args.plain else "cpu_paths"
+    result["paths"] = paths
     write_json(args.out, {"machine": machine(), "args": vars(args) | {"out": str(args.out)}, **result})
 
 

@@ -29,7 +29,6 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def build(impl: str, layers: int):
-    import torch
     if impl == "fairseq":
         from fairseq.data import Dictionary
         from fairseq.models.transformer import TransformerModel, transformer_wmt_en_de
@@ -45,7 +44,6 @@ def build(impl: str, layers: int):
         return TorchTransformer(layers, vocab=VOCAB)
     from repro.model.seq2seq import EncoderDecoder
     from repro.model.variants import VARIANTS
-    del torch
     return EncoderDecoder(VARIANTS["post_ln"], VOCAB, PAD, 512, 2048, 8, layers, layers, 0.1)
 
 
@@ -53,8 +51,8 @@ def measure(impl: str, layers: int, threads: int, steps: int) -> dict:
     import torch
     torch.set_num_threads(threads)
     if impl == "lnrepro":
-        from repro.model.cpu_paths import keep_freed_memory
-        keep_freed_memory()  # as training on a CPU does
+        from common import choose_paths
+        choose_paths(plain=False)  # as training on a CPU does
     torch.manual_seed(0)
     model = build(impl, layers).train()
     opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98))

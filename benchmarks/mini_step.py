@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from common import machine, write_json
+from common import choose_paths, machine, write_json
 from repro.config import resolve
 from repro.data.batching import token_batches
 from repro.data.text import PAD, read_meta
@@ -47,10 +47,7 @@ def main():
     torch.set_num_threads(args.threads)
     if args.numerics:
         return numerics(args)
-    if args.plain:
-        cpu_paths.ENABLED = False
-    else:
-        cpu_paths.keep_freed_memory()
+    paths = choose_paths(args.plain)
     r = resolve(args.recipe, "mini").recipe
     corpus = args.root / r.data.corpus
     data = open_split(r, corpus, r.data.train_split, train=True)
@@ -77,7 +74,7 @@ def main():
     for b in batches[3:]:
         tokens += step(b)
     seconds = time.perf_counter() - t0
-    print(f"{args.recipe} mini, {'plain' if args.plain else 'cpu_paths'}, {args.precision}, {args.threads} thread(s): "
+    print(f"{args.recipe} mini, {paths}, {args.precision}, {args.threads} thread(s): "
           f"{tokens / seconds:,.0f} target tokens/s "
           f"({seconds / args.steps * 1000:.0f} ms per step)")
     if args.profile:
@@ -88,7 +85,7 @@ def main():
         print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
     if args.out:
         write_json(args.out, {"machine": machine(), "recipe": args.recipe, "threads": args.threads,
-                              "precision": args.precision, "paths": "plain" if args.plain else "cpu_paths",
+                              "precision": args.precision, "paths": paths,
                               "steps": args.steps, "target_tokens_per_s": tokens / seconds})
 
 
