@@ -102,33 +102,38 @@ def measure_decode(impl: str, layers: int, threads: int, steps: int, sentences: 
     import torch
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    model = build(impl, layers, DECODE_VOCAB).eval()
-    src = torch.randint(4, DECODE_VOCAB, (sentences, SRC_LEN), generator=torch.Generator().manual_seed(0))
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")  # fp32 on either
+    model = build(impl, layers, DECODE_VOCAB).to(device).eval()
+    src = torch.randint(4, DECODE_VOCAB, (sentences, SRC_LEN), generator=torch.Generator().manual_seed(0)).to(device)
     if impl == "fairseq":
         from fairseq.sequence_generator import SequenceGenerator
         gen = SequenceGenerator([model], model.decoder.dictionary, beam_size=BEAM, max_len_a=0, max_len_b=OUT_LEN,
                                 min_len=OUT_LEN)
 
         def decode(rows):
-            sample = {"net_input": {"src_tokens": src[:rows], "src_lengths": torch.full((rows,), SRC_LEN)}}
+            lengths = torch.full((rows,), SRC_LEN, device=device)
+            sample = {"net_input": {"src_tokens": src[:rows], "src_lengths": lengths}}
             with torch.no_grad():
                 return [hyps[0]["tokens"].numel() for hyps in gen.generate([model], sample)]
     else:
         from common import choose_paths
         from decode_speed import NoEarlyEos
         from repro.eval.generate import beam_search
-        choose_paths(plain=False)  # as evaluation on a CPU does
+        choose_paths(plain=False, device=device)  # as evaluation does
         wrapped = NoEarlyEos(model)
 
         def decode(rows):
+            limit = torch.full((rows,), OUT_LEN, device=device)
             with torch.no_grad():
-                return [len(h) + 1 for h in beam_search(wrapped, src[:rows], BEAM, torch.full((rows,), OUT_LEN))]
+                return [len(h) + 1 for h in beam_search(wrapped, src[:rows], BEAM, limit)]
 
     decode(4)  # warm-up
     times, lengths = [], None
     for _ in range(steps):
         t0 = time.perf_counter()
         lengths = decode(sentences)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
     assert set(lengths) == {OUT_LEN + 1}, f"{impl}: output lengths {sorted(set(lengths))}, not {OUT_LEN} + </s>"
     return {"impl": impl, "torch": torch.__version__, "layers": layers, "threads": threads, "sentences": sentences,
@@ -162,7 +167,8 @@ def drive(args) -> None:
     from common import machine, write_json
     setup = ({"decode": {"vocab": DECODE_VOCAB, "beam": BEAM, "sentences": args.sentences, "source": SRC_LEN,
                          "output": OUT_LEN}} if args.decode else {"batch": [BATCH, LENGTH], "vocab": VOCAB})
-    out = args.out or Path(f"benchmarks/results/fairseq_compare{'_decode' if args.decode else ''}_cpu.json")
+    where = "gpu" if args.decode and machine().get("device") else "cpu"  # training is measured on the CPU only
+    out = args.out or Path(f"benchmarks/results/fairseq_compare{'_decode' if args.decode else ''}_{where}.json")
     write_json(out, {"machine": machine(), "date": time.strftime("%Y-%m-%d"), **setup, "rows": rows})
 
 
@@ -178,7 +184,7 @@ def main():
     ap.add_argument("--with-lnrepro-old-torch", action="store_true")
     ap.add_argument("--decode", action="store_true", help="beam search instead of training steps")
     ap.add_argument("--sentences", type=int, default=128, help="with --decode: sources per call")
-    ap.add_argument("--out", type=Path, help="default benchmarks/results/fairseq_compare[_decode]_cpu.json")
+    ap.add_argument("--out", type=Path, help="default benchmarks/results/fairseq_compare[_decode]_{cpu,gpu}.json")
     args = ap.parse_args()
     if args.impl and args.decode:
         print(json.dumps(measure_decode(args.impl, args.layers, args.threads, args.steps, args.sentences)))
