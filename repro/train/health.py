@@ -7,7 +7,11 @@ One rule, for every scale. A run fails when, at a logged update:
 - after warmup, its loss has not improved by `min_improvement` (relative) over the last `window` updates while
   still above `stuck_fraction` of the first logged loss (it never learned). The window is the recipe's
   `train.divergence_window`, capped at a quarter of the run so that a short run can fail too, and never shorter
-  than ten logged losses.
+  than ten logged losses;
+- after warmup and one window, its validation NLL is above ln(V), the NLL of a uniform guess over its V output words: the model
+  is worse on held-out data than one that knows nothing (the paper's Fig. 6 note: "NLL of Post-LN diverged"). The
+  training loss of such a run can look settled (18L-18L Post-LN at mini: training NLL near 5 while its validation
+  NLL climbed from 5.2 to 11.4 nats), so the training-loss rules alone miss it.
 A run that trains but lags others is not a failure here: the claims check compares runs.
 """
 
@@ -29,6 +33,7 @@ class HealthMonitor:
     stuck_fraction: float = 0.75
     min_improvement: float = 0.01
     explode_factor: float = 2.0
+    vocab_size: int | None = None
     first_loss: float | None = None
     history: list[tuple[int, float]] = field(default_factory=list)
 
@@ -54,9 +59,38 @@ class HealthMonitor:
                     f"over the {self.window} updates before update {step}")
         return None
 
+    def check_valid(self, step: int, valid_nll: float) -> str | None:
+        """Judge one validation NLL; return the failure reason, or None while healthy. An untrained model scores
+        above a uniform guess (its logits are not flat), so a validation counts only after the grace the stuck rule
+        gives: warmup plus one window."""
+        if not math.isfinite(valid_nll):
+            return f"validation NLL became {valid_nll} at update {step}"
+        if self.vocab_size is None or step < self.warmup_updates + self.window:
+            return None
+        uniform = math.log(self.vocab_size)
+        if valid_nll > uniform:
+            return (f"validation NLL diverged to {valid_nll:.3f} at update {step}, above ln({self.vocab_size}) = "
+                    f"{uniform:.3f}, a uniform guess over the vocabulary")
+        return None
+
     def state_dict(self) -> dict:
         return {"first_loss": self.first_loss, "history": self.history}
 
     def load_state_dict(self, state: dict) -> None:
         self.first_loss = state["first_loss"]
         self.history = [tuple(x) for x in state["history"]]
+
+
+def judge_log(rows: list[dict], monitor: HealthMonitor) -> tuple[int, str] | None:
+    """Replay a run's log (`log.jsonl` rows, in order) through a monitor: the first (update, reason) at which the
+    rule fails the run, or None. Training rows carry `loss`, validation rows `valid_nll`."""
+    for row in rows:
+        if "loss" in row:
+            reason = monitor.check(row["step"], row["loss"])
+        elif "valid_nll" in row:
+            reason = monitor.check_valid(row["step"], row["valid_nll"])
+        else:
+            continue
+        if reason:
+            return row["step"], reason
+    return None

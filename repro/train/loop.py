@@ -174,7 +174,7 @@ def _train(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: boo
     update_freq = r.optim.gpus_per_update // d.world
     health = HealthMonitor(r.optim.warmup_updates if model.variant.warmup else 0,
                            effective_window(r.train.divergence_window, r.optim.max_updates,
-                                            r.train.log_interval))
+                                            r.train.log_interval), vocab_size=meta["vocab_size"])
     log_path, status_path = run_dir / "log.jsonl", run_dir / "status.json"
     step, epoch, position, elapsed_before = 0, 1, 0, 0.0
     if d.main:
@@ -310,16 +310,20 @@ def _train(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: boo
                     v = validate(model, valid_data, r, device, batch_tokens(r))
                     if d.main:
                         append_jsonl(log_path, {"step": step, "valid_nll": v})
+                    failed = health.check_valid(step, v)
+                    if failed:
+                        break
                 if step % r.train.save_interval == 0:
                     save_checkpoint()
             if position >= n_updates:
                 epoch, position = epoch + 1, 0
 
+    if failed is None and step % r.train.validate_interval:
+        v = validate(model, valid_data, r, device, batch_tokens(r))
+        if d.main:
+            append_jsonl(log_path, {"step": step, "valid_nll": v})
+        failed = health.check_valid(step, v)
     if failed is None:
-        if step % r.train.validate_interval:
-            v = validate(model, valid_data, r, device, batch_tokens(r))
-            if d.main:
-                append_jsonl(log_path, {"step": step, "valid_nll": v})
         if step % r.train.save_interval:
             save_checkpoint()
     status.update({"status": "failed" if failed else "completed", "reason": failed or "", "step": step,
