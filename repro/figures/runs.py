@@ -27,6 +27,7 @@ def figure_from_runs(number: int, out: Path, json_path: Path | None, results_dir
     log = lambda r: record_log(results_dir, r)  # the log committed beside the record, else the run directory's
     depth = {1: "18L-18L", 6: "18L-18L", 9: "36L-36L"}.get(number)
     data: dict = {}
+    labels = dict(TITLES)  # a curve drawn from one run names its seed and whether that run failed
     if depth:
         wanted = {f"{depth}-{v}": v for v in VARIANT_ORDER}
         key = "loss" if number == 1 else "valid_nll"
@@ -35,6 +36,8 @@ def figure_from_runs(number: int, out: Path, json_path: Path | None, results_dir
             curve = [(row["step"], row[key]) for row in (log(recs[0]) if recs else []) if key in row]
             if curve:
                 data[variant] = curve
+                labels[variant] = f"{TITLES[variant]} (seed {recs[0]['seed']}" + (
+                    ", training failed)" if recs[0]["status"] == "failed" else ")")
         if not data:
             raise ValueError(f"figure {number}: no training logs at scale {scale} for "
                              + ", ".join(f"recipes/{m}.yaml" for m in wanted)
@@ -52,7 +55,7 @@ def figure_from_runs(number: int, out: Path, json_path: Path | None, results_dir
     for v in VARIANT_ORDER:
         if v in data:
             xs, ys = zip(*sorted(data[v]))
-            ax.plot(xs, ys, marker="o" if number == 8 else None, label=TITLES[v])
+            ax.plot(xs, ys, marker="o" if number == 8 else None, label=labels[v])
     ax.set_xlabel("total layers" if number == 8 else "updates")
     ax.set_ylabel({1: "training loss (label-smoothed, nats)", 8: "best validation NLL (nats)"}.get(number, "validation NLL (nats)"))
     ax.set_title(f"Figure {number} at scale '{scale}'" + (f" ({depth})" if depth else ""))
