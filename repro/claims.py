@@ -75,6 +75,8 @@ CLAIMS = [
           "B2T's far less (under a fifth of Post-LN's ratio)", "Fig. 3", "figure3", "figure3.json"),
     Claim("Trained 6L-6L MT: Pre-LN's layer outputs are more similar to each other than Post-LN's "
           "(mean off-diagonal cosine over both stacks)", "Fig. 5", "figure5", "6L-6L-pre_ln", "6L-6L-post_ln"),
+    Claim("B2T keeps Post-LN's layer transformations at 6L-6L MT: Pre-LN's layer outputs are more similar to each "
+          "other than B2T's", "Fig. 5 (c)", "figure5", "6L-6L-pre_ln", "6L-6L-b2t"),
 ]
 FIG3_VANISH, FIG3_B2T_SHARE = 10.0, 0.2
 

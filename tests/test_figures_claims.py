@@ -86,6 +86,14 @@ def test_claims_verdicts(tmp_path):
         write_record(tmp_path, record("6L-6L-post_ln", seed, metrics={**bleu(18.0), "layer_cosine": sim(post)}))
     got5 = {c["claim"]: c["verdict"] for c in evaluate_claims(tmp_path, "mini")}
     assert next(v for k, v in got5.items() if k.startswith("Trained 6L-6L")) == "reproduced"
+    assert next(v for k, v in got5.items() if k.startswith("B2T keeps")) == "not run"  # B2T's records lack them
+    for seed, b2t in ((1, 0.82), (2, 0.5)):
+        write_record(tmp_path, record("6L-6L-b2t", seed, metrics={**bleu(20.0), "layer_cosine": sim(b2t)}))
+    got5 = {c["claim"]: c["verdict"] for c in evaluate_claims(tmp_path, "mini")}
+    assert next(v for k, v in got5.items() if k.startswith("B2T keeps")) == "inconclusive"  # 0.82 inside 0.8-0.9
+    write_record(tmp_path, record("6L-6L-b2t", 1, metrics={**bleu(20.0), "layer_cosine": sim(0.6)}))
+    got5 = {c["claim"]: c["verdict"] for c in evaluate_claims(tmp_path, "mini")}
+    assert next(v for k, v in got5.items() if k.startswith("B2T keeps")) == "reproduced"
     assert "failed" in next(e for k, (v, e) in got.items() if k.startswith("MT: 18L-18L B2T"))
     write_record(tmp_path, record("60L-12L-b2t", 1, "failed", reason="x"))
     write_record(tmp_path, record("60L-12L-b2t", 2, "failed", reason="x"))
