@@ -29,6 +29,7 @@ class PlannedRun:
     state: str = "missing"       # done / partial / missing
     detail: str = ""
     estimate_s: float | None = None
+    estimate_from: str = ""      # "recipe": its own earlier runs; "depth": other methods of its task and depth
 
     @property
     def recipe(self) -> Path:
@@ -69,11 +70,15 @@ def plan(table: int, scale: str, seeds: int, cells: list[str], results_dir: Path
         name = spec.recipe_name(group, method)
         if current_hash(name, scale) is None:
             raise ValueError(f"recipes/{name}.yaml: no {scale!r} scale in this recipe")
-        durations = [r["duration_s"] for r in all_records
-                     if r["recipe_name"] == name and not r.get("overrides") and r.get("duration_s")]
+        timed = [r for r in all_records if not r.get("overrides") and r.get("duration_s")]
+        durations = [r["duration_s"] for r in timed if r["recipe_name"] == name]
+        source = "recipe" if durations else ""
+        if not durations:  # the methods of one depth cost about the same: "18L-18L-pre_ln" from "18L-18L-b2t"
+            durations = [r["duration_s"] for r in timed if r["recipe_name"].rsplit("-", 1)[0] == name.rsplit("-", 1)[0]]
+            source = "depth" if durations else ""
         for seed in range(1, seeds + 1):
             run = PlannedRun(name, scale, seed, runs_dir / f"{name.replace('/', '-')}-{scale}-s{seed}",
-                             estimate_s=statistics.fmean(durations) if durations else None)
+                             estimate_s=statistics.fmean(durations) if durations else None, estimate_from=source)
             run.state, run.detail = run_state(run, results_dir)
             out.append(run)
     return out
@@ -183,8 +188,10 @@ def slurm_settings(config: Path | None, flags: dict) -> dict:
 def describe_plan(runs: list[PlannedRun]) -> str:
     lines = []
     for r in runs:
-        est = f"~{r.estimate_s / 60:.0f} min" if r.estimate_s else "cost unknown"
-        lines.append(f"{r.state:8} {r.name:45} {est:>14}  {r.detail}")
+        est = "cost unknown"
+        if r.estimate_s:
+            est = f"~{r.estimate_s / 60:.0f} min" + (" (its depth)" if r.estimate_from == "depth" else "")
+        lines.append(f"{r.state:8} {r.name:45} {est:>20}  {r.detail}")
     todo = [r for r in runs if r.state != "done"]
     known = [r.estimate_s for r in todo if r.estimate_s]
     total = f"; about {sum(known) / 3600:.1f} h of runs where earlier runs tell" if known else ""

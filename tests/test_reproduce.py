@@ -93,3 +93,20 @@ def test_bad_arguments_one_line(tmp_path):
                             "--results", str(tmp_path / "r"), "--runs", str(tmp_path / "runs"),
                             "--root", str(tmp_path / "d")])
     assert r.exit_code == 2 and "nodez" in r.output, r.output
+
+
+def test_plan_estimates_from_the_recipe_then_from_its_depth(tmp_path):
+    from repro.reproduce import describe_plan, plan
+    from repro.results import write_record
+    from test_tables import record
+    write_record(tmp_path, {**record("18L-18L-b2t", 1, metrics={"bleu_average": 30.0}), "duration_s": 7200.0})
+    write_record(tmp_path, {**record("6L-6L-post_ln", 1, metrics={"bleu_average": 30.0}), "duration_s": 3600.0})
+    runs = {r.name: r for r in plan(1, "mini", 1, ["18L-18L", "6L-6L:post_ln", "60L-12L:b2t"], tmp_path,
+                                    tmp_path / "runs")}
+    assert (runs["18L-18L-b2t-mini-s1"].state, runs["18L-18L-b2t-mini-s1"].estimate_from) == ("done", "recipe")
+    pre = runs["18L-18L-pre_ln-mini-s1"]
+    assert (pre.estimate_s, pre.estimate_from) == (7200.0, "depth")  # not the 6L-6L run's hour
+    assert runs["60L-12L-b2t-mini-s1"].estimate_s is None
+    text = describe_plan(list(runs.values()))
+    assert "~120 min (its depth)" in text and "cost unknown" in text
+    assert "about 4.0 h of runs" in text  # 18L-18L Post-LN and Pre-LN by their depth's two hours each
