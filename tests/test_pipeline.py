@@ -40,6 +40,7 @@ def test_tiny_mt_end_to_end(tiny_root, tmp_path):
     assert rec["recipe_name"] == "6L-6L-b2t" and rec["status"] == "completed" and rec["metrics"]["bleu_average"] >= 0
     for key in ("run_id", "recipe_hash", "commit", "seed", "hardware", "started", "duration_s"):
         assert key in rec
+    assert rec["hardware"]["cpu"].endswith(f"({torch.backends.cpu.get_cpu_capability()})")  # AVX2, AVX512, ...
     csv = runner.invoke(app, ["table", "1", "--scale", "tiny", "--format", "csv", "--results", str(results)]).output
     row = [l for l in csv.splitlines() if l.startswith("1,6L-6L,b2t,Average,")][0]
     assert row.endswith(",tiny,ok")
