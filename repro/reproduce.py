@@ -64,18 +64,16 @@ def plan(table: int, scale: str, seeds: int, cells: list[str], results_dir: Path
     if seeds < 1:
         raise ValueError(f"--seeds {seeds}: expected at least 1")
     spec = SPECS[table]
-    all_records = load_records(results_dir, scale)
+    timed = [r for r in load_records(results_dir, scale) if not r.get("overrides") and r.get("duration_s")]
     out = []
     for group, method in parse_cells(table, cells):
         name = spec.recipe_name(group, method)
         if current_hash(name, scale) is None:
             raise ValueError(f"recipes/{name}.yaml: no {scale!r} scale in this recipe")
-        timed = [r for r in all_records if not r.get("overrides") and r.get("duration_s")]
-        durations = [r["duration_s"] for r in timed if r["recipe_name"] == name]
-        source = "recipe" if durations else ""
+        durations, source = [r["duration_s"] for r in timed if r["recipe_name"] == name], "recipe"
         if not durations:  # the methods of one depth cost about the same: "18L-18L-pre_ln" from "18L-18L-b2t"
-            durations = [r["duration_s"] for r in timed if r["recipe_name"].rsplit("-", 1)[0] == name.rsplit("-", 1)[0]]
-            source = "depth" if durations else ""
+            depth = name.rsplit("-", 1)[0]
+            durations, source = [r["duration_s"] for r in timed if r["recipe_name"].rsplit("-", 1)[0] == depth], "depth"
         for seed in range(1, seeds + 1):
             run = PlannedRun(name, scale, seed, runs_dir / f"{name.replace('/', '-')}-{scale}-s{seed}",
                              estimate_s=statistics.fmean(durations) if durations else None, estimate_from=source)
