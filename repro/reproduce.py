@@ -16,7 +16,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from repro.results import current_hash, load_records, record_path, recipes_dir
+from repro.results import current_hash, hardware, load_records, record_path, recipes_dir
 from repro.tables.spec import SPECS
 
 
@@ -29,7 +29,7 @@ class PlannedRun:
     state: str = "missing"       # done / partial / missing
     detail: str = ""
     estimate_s: float | None = None
-    estimate_from: str = ""      # "recipe": its own earlier runs; "depth": other methods of its task and depth
+    estimate_from: str = ""      # "" its own earlier runs here; else what stood in: "its depth", "other machines"
 
     @property
     def recipe(self) -> Path:
@@ -65,21 +65,39 @@ def plan(table: int, scale: str, seeds: int, cells: list[str], results_dir: Path
         raise ValueError(f"--seeds {seeds}: expected at least 1")
     spec = SPECS[table]
     timed = [r for r in load_records(results_dir, scale) if not r.get("overrides") and r.get("duration_s")]
+    here = machine(hardware())
+    pools = (([r for r in timed if machine(r.get("hardware", {})) == here], ""), (timed, "other machines"))
     out = []
     for group, method in parse_cells(table, cells):
         name = spec.recipe_name(group, method)
         if current_hash(name, scale) is None:
             raise ValueError(f"recipes/{name}.yaml: no {scale!r} scale in this recipe")
-        durations, source = [r["duration_s"] for r in timed if r["recipe_name"] == name], "recipe"
-        if not durations:  # the methods of one depth cost about the same: "18L-18L-pre_ln" from "18L-18L-b2t"
-            depth = name.rsplit("-", 1)[0]
-            durations, source = [r["duration_s"] for r in timed if r["recipe_name"].rsplit("-", 1)[0] == depth], "depth"
+        durations, source = estimate(name, pools)
         for seed in range(1, seeds + 1):
             run = PlannedRun(name, scale, seed, runs_dir / f"{name.replace('/', '-')}-{scale}-s{seed}",
                              estimate_s=statistics.fmean(durations) if durations else None, estimate_from=source)
             run.state, run.detail = run_state(run, results_dir)
             out.append(run)
     return out
+
+
+def machine(hw: dict) -> tuple:
+    """What decides a run's speed: the accelerator, the CPU and its vector kernels, the cores."""
+    return hw.get("device"), hw.get("cpu"), hw.get("cpu_count")
+
+
+def estimate(name: str, pools: tuple) -> tuple[list[float], str]:
+    """Durations that stand for recipe `name`'s cost, and whence: its own runs, then the other methods of its task
+    and depth (they cost about the same: "18L-18L-pre_ln" from "18L-18L-b2t"), on this machine before any other
+    (two CPUs of one name ran mini MT 2.5x apart)."""
+    depth = name.rsplit("-", 1)[0]
+    for records, where in pools:
+        for durations, what in (([r["duration_s"] for r in records if r["recipe_name"] == name], ""),
+                                ([r["duration_s"] for r in records if r["recipe_name"].rsplit("-", 1)[0] == depth],
+                                 "its depth")):
+            if durations:
+                return durations, ", ".join(x for x in (what, where) if x)
+    return [], ""
 
 
 def run_state(run: PlannedRun, results_dir: Path) -> tuple[str, str]:
@@ -188,7 +206,7 @@ def describe_plan(runs: list[PlannedRun]) -> str:
     for r in runs:
         est = "cost unknown"
         if r.estimate_s:
-            est = f"~{r.estimate_s / 60:.0f} min" + (" (its depth)" if r.estimate_from == "depth" else "")
+            est = f"~{r.estimate_s / 60:.0f} min" + (f" ({r.estimate_from})" if r.estimate_from else "")
         lines.append(f"{r.state:8} {r.name:45} {est:>20}  {r.detail}")
     todo = [r for r in runs if r.state != "done"]
     known = [r.estimate_s for r in todo if r.estimate_s]

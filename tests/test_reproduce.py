@@ -95,18 +95,31 @@ def test_bad_arguments_one_line(tmp_path):
     assert r.exit_code == 2 and "nodez" in r.output, r.output
 
 
-def test_plan_estimates_from_the_recipe_then_from_its_depth(tmp_path):
+def test_plan_estimates_from_the_recipe_then_its_depth_on_this_machine_first(tmp_path):
     from repro.reproduce import describe_plan, plan
-    from repro.results import write_record
+    from repro.results import hardware, write_record
     from test_tables import record
-    write_record(tmp_path, {**record("18L-18L-b2t", 1, metrics={"bleu_average": 30.0}), "duration_s": 7200.0})
-    write_record(tmp_path, {**record("6L-6L-post_ln", 1, metrics={"bleu_average": 30.0}), "duration_s": 3600.0})
-    runs = {r.name: r for r in plan(1, "mini", 1, ["18L-18L", "6L-6L:post_ln", "60L-12L:b2t"], tmp_path,
-                                    tmp_path / "runs")}
-    assert (runs["18L-18L-b2t-mini-s1"].state, runs["18L-18L-b2t-mini-s1"].estimate_from) == ("done", "recipe")
+    here, elsewhere = hardware(), {"device": "cpu (x86_64)", "cpu": "Other CPU (AVX512)", "cpu_count": 2}
+    write_record(tmp_path, {**record("18L-18L-b2t", 1, metrics={"bleu_average": 30.0}), "duration_s": 7200.0,
+                            "hardware": here})
+    write_record(tmp_path, {**record("6L-6L-post_ln", 1, metrics={"bleu_average": 30.0}), "duration_s": 3600.0,
+                            "hardware": here})
+    # a faster machine's own 18L-18L Pre-LN run is not this machine's cost; Post-LN has only that machine's
+    write_record(tmp_path, {**record("18L-18L-pre_ln", 2, metrics={"bleu_average": 30.0}), "duration_s": 2880.0,
+                            "hardware": elsewhere})
+    write_record(tmp_path, {**record("60L-12L-post_ln", 1, metrics={"bleu_average": 0.0}), "duration_s": 9000.0,
+                            "hardware": elsewhere})
+    runs = {r.name: r for r in plan(1, "mini", 1, ["18L-18L", "6L-6L:post_ln", "60L-12L:b2t", "60L-12L:post_ln"],
+                                    tmp_path, tmp_path / "runs")}
+    assert (runs["18L-18L-b2t-mini-s1"].state, runs["18L-18L-b2t-mini-s1"].estimate_from) == ("done", "")
     pre = runs["18L-18L-pre_ln-mini-s1"]
-    assert (pre.estimate_s, pre.estimate_from) == (7200.0, "depth")  # not the 6L-6L run's hour
-    assert runs["60L-12L-b2t-mini-s1"].estimate_s is None
+    assert (pre.estimate_s, pre.estimate_from) == (7200.0, "its depth")  # not the 6L-6L hour, nor the other CPU's
+    assert (runs["60L-12L-post_ln-mini-s1"].estimate_s, runs["60L-12L-post_ln-mini-s1"].estimate_from) == \
+        (9000.0, "other machines")
+    assert (runs["60L-12L-b2t-mini-s1"].estimate_s, runs["60L-12L-b2t-mini-s1"].estimate_from) == \
+        (9000.0, "its depth, other machines")
     text = describe_plan(list(runs.values()))
-    assert "~120 min (its depth)" in text and "cost unknown" in text
-    assert "about 4.0 h of runs" in text  # 18L-18L Post-LN and Pre-LN by their depth's two hours each
+    assert "~120 min (its depth)" in text and "~150 min (its depth, other machines)" in text
+    assert "about 6.5 h of runs" in text  # 18L-18L Post-LN and Pre-LN at two hours each, 60L-12L B2T at 2.5 h
+    summ = plan(2, "mini", 1, ["6L-6L:post_ln"], tmp_path, tmp_path / "runs")  # MT's 6L-6L is not Gigaword's
+    assert summ[0].estimate_s is None and "cost unknown" in describe_plan(summ)
