@@ -58,6 +58,32 @@ def test_no_warmup_schedule_uses_decay_period_not_warmup():
     assert inverse_sqrt_lr(4000, 5e-4, 400, 1e-7, warmup=False, decay_period=4000) == pytest.approx(5e-4 / 2 ** 0.5)
 
 
+def test_label_smoothed_loss_ignores_pad_positions_exactly():
+    """fairseq's label smoothing on the non-pad targets: computed here by selecting them (the obvious reference),
+    the shipped loss zeroes pads instead; values and gradients agree, and a pad target's row gets no gradient."""
+    from repro.train.optim import label_smoothed_nll
+    torch = pytest.importorskip("torch")
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(3, 5, 11, generator=g, requires_grad=True)
+    target = torch.randint(2, 11, (3, 5), generator=g)
+    target[0, 3:] = 1
+    target[2, 1:] = 1
+    eps, pad = 0.1, 1
+    loss, nll = label_smoothed_nll(logits, target, eps, pad)
+    (grad,) = torch.autograd.grad(loss, logits)
+    ref_logits = logits.detach().clone().requires_grad_(True)
+    lp = torch.log_softmax(ref_logits, -1).view(-1, 11)
+    keep = target.reshape(-1) != pad
+    lp_k, t_k = lp[keep], target.reshape(-1)[keep]
+    ref_nll = -lp_k[torch.arange(len(t_k)), t_k]
+    ref_loss = ((1 - eps - eps / 10) * ref_nll - eps / 10 * lp_k.sum(-1)).sum()
+    (ref_grad,) = torch.autograd.grad(ref_loss, ref_logits)
+    assert loss.item() == pytest.approx(ref_loss.item(), rel=1e-6)
+    assert nll.item() == pytest.approx(ref_nll.sum().item(), rel=1e-6)
+    assert torch.equal(grad, ref_grad)
+    assert grad[0, 3:].abs().max() == 0 and grad[2, 1:].abs().max() == 0
+
+
 def test_newstest2014_is_the_full_set():
     from repro.data.wmt import sacrebleu_test_set
     assert sacrebleu_test_set(2014) == "wmt14/full"

@@ -252,7 +252,7 @@ def _train(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: boo
                 for g in optimizer.param_groups:
                     g["lr"] = lr
                 optimizer.zero_grad(set_to_none=True)
-                # Loss, NLL and token sums stay on the device: one host-device sync per update, not per batch.
+                # Loss, NLL and token sums stay on the device until the update's one host-device sync below.
                 sums = torch.zeros(3, dtype=torch.float64, device=device)
                 for j, idx in enumerate(group):
                     batch = to_device(train_data.collate(idx), device)
@@ -261,19 +261,21 @@ def _train(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: boo
                         with autocast(device, r.train.precision):
                             loss, nll, ntok = batch_loss(ddp_model, batch, r)
                         (scaler.scale(loss) if scaler else loss).backward()
-                    sums += torch.stack([loss.detach().double(), nll.detach().double(),
-                                         torch.tensor(float(ntok), dtype=torch.float64, device=device)])
+                    sums[0] += loss.detach().double()
+                    sums[1] += nll.detach().double()
+                    sums[2] += ntok  # a host count: no copy to the device
                 if d.world > 1:
                     dist.all_reduce(sums)
-                loss_sum, nll_sum, ntokens = sums.tolist()
                 if scaler:
                     scaler.unscale_(optimizer)
                 # DDP averages gradients over ranks; the loss is a sum over tokens: normalise by all tokens.
+                scale = (d.world / sums[2].clamp(min=1.0)).float()
                 for p in model.parameters():
                     if p.grad is not None:
-                        p.grad.mul_(d.world / max(ntokens, 1.0))
-                grad_norm = float(torch.nn.utils.clip_grad_norm_(
-                    model.parameters(), r.optim.clip_norm if r.optim.clip_norm > 0 else float("inf")))
+                        p.grad.mul_(scale)
+                norm = torch.nn.utils.clip_grad_norm_(
+                    model.parameters(), r.optim.clip_norm if r.optim.clip_norm > 0 else float("inf"))
+                loss_sum, nll_sum, ntokens, grad_norm = torch.cat([sums, norm.double().view(1)]).tolist()
                 if scaler:
                     scaler.step(optimizer)
                     scaler.update()

@@ -43,7 +43,7 @@ def batch_loss(model, batch: dict, recipe: Recipe, epsilon: float | None = None)
         lp = model(batch["tokens"], batch["target"])  # LanguageModel.forward: per-token log-probabilities
         keep = batch["target"].ne(PAD)
         nll = -(lp * keep).sum()
-        return nll, nll, int(keep.sum())
+        return nll, nll, int(batch["ntokens"])  # counted on the host by collate: no device sync
     logits = model(batch["src"], batch["prev"], batch.get("src_lengths"))
     loss, nll = label_smoothed_nll(logits, batch["target"], eps, PAD)
     return loss, nll, int(batch["ntokens"])
