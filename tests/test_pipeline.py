@@ -70,6 +70,27 @@ def test_resume_equals_uninterrupted(tiny_root, tmp_path):
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_a_run_stopped_between_checkpoints_keeps_one_curve(tiny_root, tmp_path):
+    """Stopped after logging updates 4-6 with its last checkpoint at 3: the resumed run trains 4-6 again, and its log
+    holds each update once, as the uninterrupted run's does (a cut-short last line is dropped)."""
+    import shutil
+    recipe = REPO / "recipes/6L-6L-pre_ln.yaml"
+    sets = ["model.encoder_layers=1", "model.decoder_layers=1", "optim.max_updates=6", "train.save_interval=3",
+            "train.keep_last=5", "train.log_interval=1", "train.validate_interval=2"]
+    train_run(resolve(recipe, "tiny", sets), tmp_path / "full", tiny_root)
+    shutil.copytree(tmp_path / "full", tmp_path / "stopped")
+    for name in ("checkpoint_6.pt", "checkpoint_6.pt.sha256", "status.json"):
+        (tmp_path / "stopped" / name).unlink()
+    with open(tmp_path / "stopped/log.jsonl", "a") as f:
+        f.write('{"step": 7, "lo')
+    train_run(resolve(recipe, "tiny", sets), tmp_path / "stopped", tiny_root, resume=True)
+    read = lambda run: [{k: v for k, v in json.loads(l).items() if k not in ("time", "tokens_per_s")}
+                        for l in (run / "log.jsonl").read_text().splitlines()]
+    full, resumed = read(tmp_path / "full"), read(tmp_path / "stopped")
+    assert [r["step"] for r in resumed] == [1, 2, 2, 3, 4, 4, 5, 6, 6]  # training rows, validation at 2, 4, 6
+    assert resumed == full
+
+
 def test_non_finite_loss_fails_cleanly(tiny_root, tmp_path):
     results = tmp_path / "results"
     r = runner.invoke(app, ["train", str(REPO / "recipes/6L-6L-post_ln.yaml"), "--scale", "tiny",

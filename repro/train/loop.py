@@ -27,7 +27,7 @@ from repro.model.build import build_model
 from repro.model.cpu_paths import keep_freed_memory
 from repro.model.init import admin_profile, load_admin_profile, save_admin_profile
 from repro.progress import console, progress_bar
-from repro.results import git_commit, hardware, now
+from repro.results import atomic_write_text, git_commit, hardware, now
 from repro.train import checkpoint
 from repro.train.health import HealthMonitor, effective_window
 from repro.train.optim import inverse_sqrt_lr, make_optimizer
@@ -64,6 +64,23 @@ def autocast(device: torch.device, precision: str):
 def append_jsonl(path: Path, row: dict) -> None:
     with open(path, "a") as f:
         f.write(json.dumps(row) + "\n")
+
+
+def truncate_log(path: Path, step: int) -> None:
+    """Keep the log rows up to update `step`, the checkpoint a run resumes from: a run stopped between checkpoints
+    trains the updates after it again, and its log must hold one curve, not two. A last line cut short by the
+    stop is dropped too."""
+    if not path.is_file():
+        return
+    keep = []
+    for line in path.read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if row["step"] <= step:
+            keep.append(line + "\n")
+    atomic_write_text(path, "".join(keep))
 
 
 @torch.no_grad()
@@ -209,6 +226,7 @@ def _train(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: boo
         if torch.cuda.is_available() and state["rng"].get("cuda") is not None:
             torch.cuda.set_rng_state(state["rng"]["cuda"])
         if d.main:
+            truncate_log(log_path, step)
             console.print(f"resumed from {ckpts[-1].name} (update {step})")
 
     ddp_model = model
