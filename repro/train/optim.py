@@ -37,8 +37,8 @@ def label_smoothed_nll(logits: torch.Tensor, target: torch.Tensor, epsilon: floa
 
 
 def make_optimizer(params, lr: float, betas, eps: float, weight_decay: float) -> torch.optim.Adam:
-    """torch's Adam (fairseq's Adam: L2 weight decay added to the gradient). On a GPU its fused kernel: one launch
-    per step instead of several per parameter group, the same update up to rounding; on a CPU the default
+    """torch's Adam (fairseq's Adam: L2 weight decay added to the gradient). On a GPU its fused kernel: a few launches
+    per step instead of several per parameter, the same update up to rounding; on a CPU the default
     implementation, which the committed CPU records used."""
     params = list(params)
     fused = True if params and all(p.is_cuda for p in params) else None  # None: torch's own default choice
