@@ -38,6 +38,19 @@ def choose_paths(plain: bool, device: torch.device = torch.device("cpu")) -> str
     return "plain" if plain else "cpu_paths"
 
 
+def print_profile(run, device: torch.device = torch.device("cpu"), rows: int = 25) -> None:
+    """Run `run()` under torch's profiler and print its top operators: by self device time on a GPU, else by self
+    CPU time."""
+    from torch.profiler import ProfilerActivity, profile
+    cuda = device.type == "cuda"
+    with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])) as prof:
+        run()
+        if cuda:
+            torch.cuda.synchronize()
+    print(prof.key_averages().table(sort_by="self_cuda_time_total" if cuda else "self_cpu_time_total",
+                                    row_limit=rows))
+
+
 def peak_rss_mb() -> float:
     """Peak resident memory of this process so far (Linux reports KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

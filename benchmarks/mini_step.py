@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from common import choose_paths, machine, write_json
+from common import choose_paths, machine, print_profile, write_json
 from repro.config import resolve
 from repro.data.batching import token_batches
 from repro.data.text import PAD, read_meta
@@ -78,11 +78,7 @@ def main():
           f"{tokens / seconds:,.0f} target tokens/s "
           f"({seconds / args.steps * 1000:.0f} ms per step)")
     if args.profile:
-        from torch.profiler import ProfilerActivity, profile
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
-            for b in batches[3:8]:
-                step(b)
-        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
+        print_profile(lambda: [step(b) for b in batches[3:8]])
     if args.out:
         write_json(args.out, {"machine": machine(), "recipe": args.recipe, "threads": args.threads,
                               "precision": args.precision, "paths": paths,

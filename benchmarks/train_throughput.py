@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from common import machine, median_time, peak_rss_mb, write_json
+from common import machine, median_time, peak_rss_mb, print_profile, write_json
 from repro.model.seq2seq import EncoderDecoder
 from repro.model.variants import VARIANTS
 from repro.train.optim import label_smoothed_nll, make_optimizer
@@ -72,18 +72,6 @@ def step_fn(model, src, prev, target, opt, autocast):
     return step
 
 
-def profile_steps(step, device: torch.device, steps: int = 5) -> None:
-    from torch.profiler import ProfilerActivity, profile
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    with profile(activities=activities) as prof:
-        for _ in range(steps):
-            step()
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-    key = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
-    print(prof.key_averages().table(sort_by=key, row_limit=25))
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--layers", type=int, nargs="+", default=[6, 18])
@@ -116,7 +104,7 @@ def main():
             step = step_fn(torch.compile(model) if args.compile else model, src, prev, tgt, opt, autocast)
             t = median_time(step, warmup=3 if args.compile else 2, repeats=args.repeats)
             if args.profile and name == "lnrepro":
-                profile_steps(step, device)
+                print_profile(lambda: [step() for _ in range(5)], device)
             row[f"{name}_tokens_per_s"] = tokens / t
             row[f"{name}_peak_mb"] = (torch.cuda.max_memory_allocated() / 2 ** 20 if device.type == "cuda" else peak_rss_mb())
             del model, opt
