@@ -28,8 +28,8 @@ from pathlib import Path
 
 import yaml
 
-from repro.config import RecipeError, resolve
-from repro.results import atomic_write_text, git_commit, now
+from repro.config import RecipeError
+from repro.results import atomic_write_text, check_record_slot, git_commit, now
 
 
 @dataclass(frozen=True)
@@ -196,20 +196,23 @@ def read_run(run_dir: Path) -> tuple[dict | None, list[dict]]:
 
 
 def collect(spec: CalibrationSpec, runs_dir: Path, out_dir: Path) -> None:
-    """Copy each finished calibration run's record (with provenance) and its training log into out_dir."""
+    """Copy each finished calibration run's record and its training log into out_dir.
+
+    The provenance (recipe hash, overrides, commit) is the run's own, from its status.json: the recipes change
+    once the choice is applied, so hashing them again at collection time would name a recipe that never trained.
+    A record of another recipe hash already in place is refused (RecordError), never overwritten.
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
     for warmup, lr in spec.settings():
         for name in spec.baselines:
             status, log = read_run(runs_dir / label(name, warmup, lr))
             if status is None or status.get("status") not in ("completed", "failed"):
                 continue
-            resolved = resolve(recipe_path(spec, name), spec.scale, overrides(spec, warmup, lr))
-            record = {"recipe": str(recipe_path(spec, name)), "recipe_name": name, "recipe_hash": resolved.hash(),
-                      "overrides": resolved.overrides, "scale": spec.scale, "task": spec.task,
-                      "seed": status["seed"], "warmup_updates": warmup, "lr": lr, **{
-                          k: status.get(k) for k in ("commit", "hardware", "started", "duration_s", "status",
-                                                     "reason", "step")}}
+            record = {"recipe_name": name, "task": spec.task, "warmup_updates": warmup, "lr": lr, **{
+                k: status.get(k) for k in ("recipe", "recipe_hash", "overrides", "scale", "seed", "commit", "hardware",
+                                           "started", "duration_s", "status", "reason", "step")}}
             base = label(name, warmup, lr)
+            check_record_slot(out_dir / f"{base}.json", record["recipe_hash"])
             atomic_write_text(out_dir / f"{base}.json", json.dumps(record, indent=2, sort_keys=True) + "\n")
             atomic_write_text(out_dir / f"{base}.log.jsonl", "".join(json.dumps(r) + "\n" for r in log))
 
@@ -237,9 +240,14 @@ def decide(spec: CalibrationSpec, out_dir: Path, png: Path) -> dict:
     decision = choose(spec, curves, failed)
     decision.update({"task": spec.task, "scale": spec.scale, "spec": str(spec.path), "baselines": list(spec.baselines),
                      "rule": {"window_fraction": spec.window_fraction, "tolerance": spec.tolerance,
-                              "cap": spec.max_updates},
-                     "decided": now(), "commit": git_commit()})
-    atomic_write_text(out_dir / "choice.json", json.dumps(decision, indent=2) + "\n")
+                              "cap": spec.max_updates}})
+    stamp = ("decided", "commit")
+    path = out_dir / "choice.json"
+    old = json.loads(path.read_text()) if path.is_file() else {}
+    if {k: v for k, v in old.items() if k not in stamp} == json.loads(json.dumps(decision)) and png.is_file():
+        return old  # the same records give the same decision: keep when and where it was first made
+    decision.update({"decided": now(), "commit": git_commit()})
+    atomic_write_text(path, json.dumps(decision, indent=2) + "\n")
     plot(spec, curves, decision, png)
     return decision
 

@@ -8,6 +8,7 @@ import pytest
 from repro import calibration
 from repro.calibration import CalibrationSpec, choose, converged, setting_length
 from repro.config import RecipeError
+from repro.results import RecordError
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -95,6 +96,27 @@ def test_calibration_grid_on_tiny_data(tiny_root, tmp_path):
     assert (out / "curves.png").stat().st_size > 0 and (out / "choice.json").is_file()
     assert {r["warmup_updates"] for r in decision["settings"]} == {2, 4}
     assert not list((tmp_path / "results").rglob("seed*.json"))  # the grid never writes a table record
+
+    # Applying the choice edits the recipes; collecting and deciding again must leave every file as it was,
+    # the records naming the recipe hash that trained and the choice keeping when and where it was made.
+    choice = json.loads((out / "choice.json").read_text())
+    choice["decided"] = "2000-01-01T00:00:00+00:00"
+    (out / "choice.json").write_text(json.dumps(choice, indent=2) + "\n")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    (recipes / "6L-6L-post_ln.yaml").unlink()
+    (recipes / "6L-6L-post_ln.yaml").write_text((REPO / "recipes/6L-6L-post_ln.yaml").read_text()
+                                                 + "optim: {label_smoothing: 0.2}\n")
+    from repro.config import resolve
+    now_hash = resolve(recipes / "6L-6L-post_ln.yaml", "tiny", calibration.overrides(s, 2, 1e-3)).hash()
+    assert now_hash != record["recipe_hash"]
+    calibration.collect(s, tmp_path / "runs", out)
+    calibration.decide(s, out, out / "curves.png")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    # A record of another recipe hash in a record's place is refused, not overwritten.
+    record["recipe_hash"] = "0123456789ab"
+    (out / "6L-6L-post_ln-w2-lr0.001.json").write_text(json.dumps(record))
+    with pytest.raises(RecordError, match="holds a run of recipe hash 0123456789ab"):
+        calibration.collect(s, tmp_path / "runs", out)
 
 
 @pytest.mark.parametrize("task", ["mt", "gigaword", "wikitext103", "librispeech"])
