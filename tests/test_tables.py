@@ -145,8 +145,18 @@ def test_tables_render_from_fixture_records(tmp_path):
     data = json.loads(render_table(9, fmt="json", results_dir=tmp_path))
     assert data["rows"][0]["table"] == 9
     t8 = csv_rows(8, tmp_path, scale="mini")
-    mt6 = [r for r in t8 if r["group"] == "mt" and r["method"] == "6L-6L" and r["metric"] == "Time (hour)"][0]
-    assert mt6["paper"] == "5" and float(mt6["ours"]) == pytest.approx(1.0)
+    mt6 = [r for r in t8 if r["group"] == "mt" and r["method"] == "6L-6L (3 runs)"]
+    assert [(r["metric"], r["paper"], r["ours"]) for r in mt6] == [("#GPU", "128", "0 (CPU: cpu, ? cores)"),
+                                                                     ("Time (hour)", "5", "1.0000")]
+    # A run on another machine gets its own rows: hours are not averaged over machines.
+    write_record(tmp_path, record("6L-6L-pre_ln", 2, metrics={"bleu_average": 19.5}, encoder_layers=6,
+                                  decoder_layers=6, duration_s=720.0,
+                                  hardware={"device": "NVIDIA H100 80GB HBM3", "gpus": 1, "cpu_count": 16}))
+    t8 = csv_rows(8, tmp_path, scale="mini")
+    mt6 = [(r["method"], r["ours"]) for r in t8 if r["group"] == "mt" and r["method"].startswith("6L-6L")]
+    assert mt6 == [("6L-6L (3 runs)", "0 (CPU: cpu, ? cores)"), ("6L-6L (3 runs)", "1.0000"),
+                   ("6L-6L (1 run)", "1 x NVIDIA H100 80GB HBM3"), ("6L-6L (1 run)", "0.2000")]
+    assert [r["ours"] for r in t8 if r["method"] == "18L-18L" and r["group"] == "mt"] == ["", ""]  # failed: not run
 
 
 def test_table7_from_recipes(tmp_path):
