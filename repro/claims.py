@@ -37,6 +37,7 @@ class Claim:
 
 BLEU = ("bleu_average",)
 R1 = ("splits", "test", "rouge1")
+PPL_TEST = ("splits", "test", "perplexity")
 WER_TEST = ("splits", "test-other", "wer")
 WER_MINI_TEST = ("splits", "test", "wer")  # the mini speech corpus has one test set
 CLAIMS = [
@@ -59,9 +60,13 @@ CLAIMS = [
           "gigaword/18L-18L-b2t", R1),
     Claim("18L-18L summarisation: B2T > Pre-LN on ROUGE-1", "Table 2", "better", "gigaword/18L-18L-b2t",
           "gigaword/18L-18L-pre_ln", R1),
+    Claim("6L LM: Post-LN < Pre-LN test perplexity", "Table 3", "better", "wikitext103/6L-post_ln",
+          "wikitext103/6L-pre_ln", PPL_TEST, higher_is_better=False),
+    Claim("6L LM: B2T < Pre-LN test perplexity", "Table 3", "better", "wikitext103/6L-b2t", "wikitext103/6L-pre_ln",
+          PPL_TEST, higher_is_better=False),
     Claim("16L LM: Post-LN training fails", "Table 3", "fails", "wikitext103/16L-post_ln"),
     Claim("16L LM: B2T < Pre-LN test perplexity", "Table 3", "better", "wikitext103/16L-b2t", "wikitext103/16L-pre_ln",
-          ("splits", "test", "perplexity"), higher_is_better=False),
+          PPL_TEST, higher_is_better=False),
     Claim("6L-6L ASR: Post-LN < Pre-LN test WER (test-other at paper scale)", "Table 4", "better",
           "librispeech/6L-6L-post_ln", "librispeech/6L-6L-pre_ln", WER_TEST, higher_is_better=False,
           or_metric=WER_MINI_TEST),
