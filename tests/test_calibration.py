@@ -7,7 +7,7 @@ import pytest
 
 from repro import calibration
 from repro.calibration import CalibrationSpec, choose, converged, setting_length
-from repro.config import RecipeError
+from repro.config import RecipeError, resolve
 from repro.results import RecordError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -106,7 +106,6 @@ def test_calibration_grid_on_tiny_data(tiny_root, tmp_path):
     (recipes / "6L-6L-post_ln.yaml").unlink()
     (recipes / "6L-6L-post_ln.yaml").write_text((REPO / "recipes/6L-6L-post_ln.yaml").read_text()
                                                  + "optim: {label_smoothing: 0.2}\n")
-    from repro.config import resolve
     now_hash = resolve(recipes / "6L-6L-post_ln.yaml", "tiny", calibration.overrides(s, 2, 1e-3)).hash()
     assert now_hash != record["recipe_hash"]
     calibration.collect(s, tmp_path / "runs", out)
@@ -122,7 +121,6 @@ def test_calibration_grid_on_tiny_data(tiny_root, tmp_path):
 @pytest.mark.parametrize("task", ["mt", "gigaword", "wikitext103", "librispeech"])
 def test_mini_recipes_use_the_recorded_regime(task):
     """Every variant and depth of a calibrated task trains with the recorded regime (T-Fixup: its own lr, no warmup)."""
-    from repro.config import resolve
     choice = REPO / f"results/mini/calibration/{task}/choice.json"
     if not choice.is_file():
         pytest.skip(f"{task}: not calibrated yet")
