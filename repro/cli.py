@@ -188,7 +188,8 @@ def run_record(run_dir: Path, status: dict, resolved, metrics: dict) -> dict:
             "decoder_layers": resolved.recipe.model.decoder_layers,
             "scale": resolved.scale, "seed": resolved.recipe.train.seed, "commit": status["commit"],
             "hardware": status["hardware"], "started": status["started"], "duration_s": status["duration_s"],
-            "updates": status["step"], "status": status["status"], "reason": status["reason"], "metrics": metrics}
+            "updates": status["step"], "status": status["status"], "reason": status["reason"], "metrics": metrics,
+            **({"data": status["data"]} if "data" in status else {})}  # runs from before data was recorded lack it
 
 
 @app.command()

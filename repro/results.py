@@ -1,7 +1,8 @@
 """Run records with provenance: one JSON file per (scale, recipe, seed) under results/, written atomically.
 
-A record names the run id, the recipe path and hash, the overrides, the git commit, scale, seed, hardware, start
-time, duration, status (completed / failed) with its reason, and the metrics. The rules that keep them safe:
+A record names the run id, the recipe path and hash, the overrides, the git commit, scale, seed, the prepared corpus
+(its name and a fingerprint of its files), hardware, start time, duration, status (completed / failed) with its
+reason, and the metrics. The rules that keep them safe:
 - a run of the recipe as committed goes to results/<scale>/<recipe>/seed<N>.json; a run with `--set` overrides
   to results/<scale>/overrides/<recipe>/<hash>/seed<N>.json, never over the recipe's own record;
 - a record is never replaced by a run of another recipe hash: remove it first (git keeps it);
@@ -11,6 +12,7 @@ time, duration, status (completed / failed) with its reason, and the metrics. Th
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -61,6 +63,16 @@ def hardware(world_size: int = 1) -> dict:
         info["device"] = f"cpu ({platform.processor() or platform.machine()})"
         info["gpus"] = 0
     return info
+
+
+def corpus_fingerprint(corpus: str, meta: dict) -> dict:
+    """The prepared corpus a run trained on: its name and a hash of meta.json's file list (names, sizes, and the
+    checksums it keeps for files up to 16 MB), so one corpus prepared from two paths gives one fingerprint. Left
+    out: meta.json's source path, and spm.model, whose trainer settings name the path it was trained in (its
+    pieces and scores are spm.vocab, which stays in)."""
+    kept = {name: facts for name, facts in (meta.get("files") or {}).items() if name != "spm.model"}
+    files = json.dumps(kept, sort_keys=True)
+    return {"corpus": corpus, "files_sha256": hashlib.sha256(files.encode()).hexdigest()[:16]}
 
 
 def now() -> str:

@@ -2,6 +2,7 @@
 
 import io
 import json
+import shutil
 import tarfile
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from repro.data.binarized import TokenArray
 from repro.data.parallel import clean_pairs
 from repro.data.wmt import ARCHIVES, moses_detokenize
 from repro.eval.metrics import bleu, rouge
+from repro.results import corpus_fingerprint
 
 runner = CliRunner()
 NEWSTEST = SHARED_DATA / "wmt_newstest_ende"
@@ -110,6 +112,16 @@ def test_prepare_multi30k_and_gigaword_sample(tmp_path):
     meta = json.loads((tmp_path / "gigaword_sample/meta.json").read_text())
     assert meta["vocab_size"] == 8000 and "valid[500:] the test set" in meta["provenance"]["test"]
     assert len(TokenArray(tmp_path / "gigaword_sample/test.src")) == 500
+    # The same corpus prepared from another path on another root: meta.json differs (it names the source), the
+    # fingerprint a run record keeps does not; a changed file changes it.
+    source = tmp_path / "elsewhere"
+    shutil.copytree(SHARED_DATA / "gigaword", source)
+    r = runner.invoke(app, ["prepare", "gigaword", "--source", str(source), "--root", str(tmp_path / "other")])
+    assert r.exit_code == 0, r.output
+    other = json.loads((tmp_path / "other/gigaword_sample/meta.json").read_text())
+    assert other != meta and corpus_fingerprint("g", other) == corpus_fingerprint("g", meta)
+    other["files"]["test.tgt.bin"]["sha256"] = "0" * 64
+    assert corpus_fingerprint("g", other) != corpus_fingerprint("g", meta)
 
 
 def test_tiny_summarization_end_to_end(tiny_root, tmp_path):

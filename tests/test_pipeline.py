@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 
 from repro.cli import app
 from repro.config import resolve
-from repro.results import load_records
+from repro.data.text import read_meta
+from repro.results import corpus_fingerprint, load_records
 from repro.train import checkpoint
 from repro.train.loop import train_run
 
@@ -41,6 +42,8 @@ def test_tiny_mt_end_to_end(tiny_root, tmp_path):
     for key in ("run_id", "recipe_hash", "commit", "seed", "hardware", "started", "duration_s"):
         assert key in rec
     assert rec["hardware"]["cpu"].endswith(f"({torch.backends.cpu.get_cpu_capability()})")  # AVX2, AVX512, ...
+    corpus = tiny_root / rec["data"]["corpus"]
+    assert rec["data"] == corpus_fingerprint(corpus.name, read_meta(corpus))
     csv = runner.invoke(app, ["table", "1", "--scale", "tiny", "--format", "csv", "--results", str(results)]).output
     row = [l for l in csv.splitlines() if l.startswith("1,6L-6L,b2t,Average,")][0]
     assert row.endswith(",tiny,ok")

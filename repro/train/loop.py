@@ -27,7 +27,7 @@ from repro.model.build import build_model
 from repro.model.cpu_paths import keep_freed_memory
 from repro.model.init import admin_profile, load_admin_profile, save_admin_profile
 from repro.progress import console, progress_bar
-from repro.results import atomic_write_text, git_commit, hardware, now
+from repro.results import atomic_write_text, corpus_fingerprint, git_commit, hardware, now
 from repro.train import checkpoint
 from repro.train.health import HealthMonitor, effective_window
 from repro.train.optim import inverse_sqrt_lr, make_optimizer
@@ -248,7 +248,7 @@ def _train(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: boo
         checkpoint.save(state, run_dir, step, r.train.keep_last)
 
     status = {"status": "running", "reason": "", "step": step, "started": now(), "commit": git_commit(),
-              "hardware": hardware(d.world), "update_freq": update_freq}
+              "hardware": hardware(d.world), "update_freq": update_freq, "data": corpus_fingerprint(r.data.corpus, meta)}
     t0 = time.time()
     new_window = lambda: {"loss": 0.0, "nll": 0.0, "tokens": 0, "updates": 0, "time": time.time(), "grad_norm": 0.0}
     window = new_window()  # sums over the updates since the last log line
