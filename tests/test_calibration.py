@@ -92,6 +92,7 @@ def test_calibration_grid_on_tiny_data(tiny_root, tmp_path):
     record = json.loads((out / "6L-6L-post_ln-w2-lr0.001.json").read_text())
     assert record["status"] == "completed" and record["warmup_updates"] == 2 and record["commit"]
     assert "optim.warmup_updates=2" in record["overrides"] and record["hardware"]["device"]
+    assert record["data"]["corpus"] and len(record["data"]["files_sha256"]) == 16
     decision = calibration.decide(s, out, out / "curves.png")
     assert (out / "curves.png").stat().st_size > 0 and (out / "choice.json").is_file()
     assert {r["warmup_updates"] for r in decision["settings"]} == {2, 4}
