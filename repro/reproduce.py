@@ -92,12 +92,25 @@ def estimate(name: str, pools: tuple) -> tuple[list[float], str]:
     (two CPUs of one name ran mini MT 2.5x apart)."""
     depth = name.rsplit("-", 1)[0]
     for records, where in pools:
-        for durations, what in (([r["duration_s"] for r in records if r["recipe_name"] == name], ""),
-                                ([r["duration_s"] for r in records if r["recipe_name"].rsplit("-", 1)[0] == depth],
+        for durations, what in (([full_length_s(r) for r in records if r["recipe_name"] == name], ""),
+                                ([full_length_s(r) for r in records if r["recipe_name"].rsplit("-", 1)[0] == depth],
                                  "its depth")):
             if durations:
                 return durations, ", ".join(x for x in (what, where) if x)
     return [], ""
+
+
+def full_length_s(rec: dict) -> float:
+    """A record's duration as a run of its recipe's full length: a run the failure rule stopped early stands for
+    a whole one at its own rate (Gigaword 18L-18L Post-LN stopped at update 2,875 of 3,500)."""
+    if rec.get("status") != "failed" or not rec.get("updates"):
+        return rec["duration_s"]
+    from repro.config import RecipeError, resolve
+    try:
+        planned = resolve(recipes_dir() / f"{rec['recipe_name']}.yaml", rec["scale"]).recipe.optim.max_updates
+    except RecipeError:
+        return rec["duration_s"]
+    return rec["duration_s"] * max(planned / rec["updates"], 1.0)
 
 
 def run_state(run: PlannedRun, results_dir: Path) -> tuple[str, str]:

@@ -107,8 +107,9 @@ def test_plan_estimates_from_the_recipe_then_its_depth_on_this_machine_first(tmp
     # a faster machine's own 18L-18L Pre-LN run is not this machine's cost; Post-LN has only that machine's
     write_record(tmp_path, {**record("18L-18L-pre_ln", 2, metrics={"bleu_average": 30.0}), "duration_s": 2880.0,
                             "hardware": elsewhere})
-    write_record(tmp_path, {**record("60L-12L-post_ln", 1, metrics={"bleu_average": 0.0}), "duration_s": 9000.0,
-                            "hardware": elsewhere})
+    # a run the failure rule stopped halfway stands for a whole one at its own rate (mini MT: 8,000 updates)
+    write_record(tmp_path, {**record("60L-12L-post_ln", 1, "failed", reason="diverged"), "duration_s": 4500.0,
+                            "updates": 4000, "hardware": elsewhere})
     runs = {r.name: r for r in plan(1, "mini", 1, ["18L-18L", "6L-6L:post_ln", "60L-12L:b2t", "60L-12L:post_ln"],
                                     tmp_path, tmp_path / "runs")}
     assert (runs["18L-18L-b2t-mini-s1"].state, runs["18L-18L-b2t-mini-s1"].estimate_from) == ("done", "")
