@@ -99,6 +99,16 @@ def test_claims_verdicts(tmp_path):
     write_record(tmp_path, record("60L-12L-b2t", 2, "failed", reason="x"))
     write_record(tmp_path, record("60L-12L-pre_ln", 1, metrics=bleu(4.0)))
     write_record(tmp_path, record("60L-12L-pre_ln", 2, metrics=bleu(4.5)))
+    # 16L LM Post-LN trained to the end on two seeds (at a unigram model's perplexity): the claim fails, and the
+    # evidence says how far it lags B2T
+    ppl = lambda v: {"splits": {"test": {"perplexity": v}}}
+    for seed, (post, b2t) in enumerate(((690.0, 218.0), (700.0, 220.0)), start=1):
+        write_record(tmp_path, record("wikitext103/16L-post_ln", seed, metrics=ppl(post), task="lm"))
+        write_record(tmp_path, record("wikitext103/16L-b2t", seed, metrics=ppl(b2t), task="lm"))
+    got = {c["claim"]: (c["verdict"], c["evidence"]) for c in evaluate_claims(tmp_path, "mini")}
+    assert got["16L LM: Post-LN training fails"] == (
+        "not reproduced", "wikitext103/16L-post_ln: 0/2 seeds failed; it trains but reaches 695.00 against "
+        "wikitext103/16L-b2t 219.00")
     got = {c["claim"]: c["verdict"] for c in evaluate_claims(tmp_path, "mini")}
     assert got["60L-12L MT: B2T > Pre-LN on BLEU"] == "not reproduced"  # B2T failed: not a 0.00 that loses
     for fmt in ("text", "markdown", "json"):
