@@ -72,6 +72,19 @@ def tiny_lm(vocab=30, layers=2):
     return LanguageModel(VARIANTS["b2t"], vocab, 1, 16, 32, 2, layers, 0.0, 0.0, 0.0, [8, 20], 2.0).eval()
 
 
+def test_lm_trains_under_bf16_autocast():
+    """train.precision bf16/fp16: the adaptive input's bands come back in the autocast dtype and must still fill
+    the weights-dtype sum (a paper-scale LM step on a GPU failed here)."""
+    torch.manual_seed(0)
+    model = LanguageModel(VARIANTS["post_ln"], 100, 1, 16, 32, 2, 2, 0.1, 0.0, 0.0, [20, 60], 2.0).train()
+    tokens = torch.tensor([[4, 30, 70, 99, 5, 25]])
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        lp = model(tokens, tokens.roll(-1, 1))
+    (-lp.sum()).backward()
+    assert torch.isfinite(lp).all() and lp.shape == tokens.shape
+    assert all(e.weight.grad is not None for e in model.embed_tokens.embeddings)
+
+
 def test_sliding_window_scores_every_token_once_and_equals_plain_perplexity():
     model = tiny_lm()
     tokens = np.random.default_rng(0).integers(2, 30, size=53)

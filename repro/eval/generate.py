@@ -29,8 +29,11 @@ def beam_search(model, src: torch.Tensor, beam: int, max_len: torch.Tensor, lenp
     scores = torch.zeros(bsz, beam, device=device)
     scores[:, 1:] = float("-inf")  # all beams start identical: expand only the first
     finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(bsz)]
-    done = torch.zeros(bsz, dtype=torch.bool, device=device)
-    limit = int(max_len.max())
+    # The per-sentence bookkeeping runs on the host, moved to the device once per step: on a GPU, element writes and
+    # reads of device tensors inside the loop over sentences would each launch a kernel or wait for the device.
+    done = [False] * bsz
+    max_len_l = max_len.tolist()
+    limit = int(max(max_len_l))
     for t in range(limit + 1):
         inp = tokens[:, -1:] if use_cache else tokens
         logits = model.decode(inp, memory, mask, cache=cache)[:, -1]
@@ -43,10 +46,11 @@ def beam_search(model, src: torch.Tensor, beam: int, max_len: torch.Tensor, lenp
         cand = (scores.view(-1, 1) + lprobs).view(bsz, beam * vocab)
         top_scores, top_idx = cand.topk(2 * beam, dim=1)
         beam_idx, tok_idx = top_idx // vocab, top_idx % vocab
-        new_scores = torch.full((bsz, beam), float("-inf"), device=device)
-        new_src = torch.zeros(bsz, beam, dtype=torch.long, device=device)
-        new_tok = torch.full((bsz, beam), EOS, dtype=torch.long, device=device)
+        new_scores = [[float("-inf")] * beam for _ in range(bsz)]
+        new_src = [[0] * beam for _ in range(bsz)]
+        new_tok = [[EOS] * beam for _ in range(bsz)]
         top_scores_l, beam_l, tok_l = top_scores.tolist(), beam_idx.tolist(), tok_idx.tolist()
+        tokens_l = None  # the prefixes, fetched from the device once, when a hypothesis first finishes this step
         for b in range(bsz):
             if done[b]:
                 continue
@@ -57,24 +61,29 @@ def beam_search(model, src: torch.Tensor, beam: int, max_len: torch.Tensor, lenp
                 if ti == EOS:
                     # Only an end-of-sentence among the top `beam` candidates is finalised (fairseq).
                     if rank < beam and len(finished[b]) < beam:
-                        hyp = tokens[b * beam + bi, 1:].tolist()
+                        tokens_l = tokens[:, 1:].tolist() if tokens_l is None else tokens_l
+                        hyp = tokens_l[b * beam + bi]
                         finished[b].append((s / (len(hyp) + 1) ** lenpen, hyp))
                 elif kept < beam:
-                    new_scores[b, kept], new_src[b, kept], new_tok[b, kept] = s, bi, ti
+                    new_scores[b][kept], new_src[b][kept], new_tok[b][kept] = s, bi, ti
                     kept += 1
                 if kept == beam and (rank >= beam - 1 or len(finished[b]) >= beam):
                     break
             if len(finished[b]) >= beam:
                 # fairseq's stopping rule: once `beam` hypotheses have finished, the sentence is done
                 done[b] = True
-            if t >= int(max_len[b]):
+            if t >= max_len_l[b]:
                 done[b] = True
-        if bool(done.all()):
+        if all(done):
             break
-        reorder = (torch.arange(bsz, device=device).unsqueeze(1) * beam + new_src).view(-1)
-        tokens = torch.cat([tokens.index_select(0, reorder), new_tok.view(-1, 1)], dim=1)
-        scores = new_scores
-        scores[done] = float("-inf")
+        for b in range(bsz):
+            if done[b]:
+                new_scores[b] = [float("-inf")] * beam
+        new_src_t = torch.tensor(new_src, dtype=torch.long).to(device, non_blocking=True)
+        reorder = (torch.arange(bsz, device=device).unsqueeze(1) * beam + new_src_t).view(-1)
+        new_tok_t = torch.tensor(new_tok, dtype=torch.long).to(device, non_blocking=True)
+        tokens = torch.cat([tokens.index_select(0, reorder), new_tok_t.view(-1, 1)], dim=1)
+        scores = torch.tensor(new_scores).to(device, non_blocking=True)
         if cache is not None:
             model.reorder_cache(cache, reorder)
     out = []

@@ -49,7 +49,8 @@ class AdaptiveInput(nn.Module):
         for i, (lo, hi) in enumerate(zip(self.edges, self.edges[1:])):
             in_band = (tokens >= lo) & (tokens < hi)
             if in_band.any():
-                out[in_band] = self.projections[i](self.embeddings[i](tokens[in_band] - lo))
+                # under autocast the projection returns the autocast dtype; the sum stays in the weights' dtype
+                out[in_band] = self.projections[i](self.embeddings[i](tokens[in_band] - lo)).to(out.dtype)
         return out
 
 
