@@ -11,7 +11,14 @@ from repro.data.tiny import tiny_pairs  # noqa: F401  (the package makes the tin
 os.environ.setdefault("LNREPRO_QUIET", "1")
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
+SHARED_DATA = Path(os.environ.get("LNREPRO_SHARED_DATA", REPO.parent / "shared" / "data"))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Tests on the real small corpora skip, saying where they looked, when a checkout has no ../shared/data."""
+    if item.get_closest_marker("shared_data") and not SHARED_DATA.is_dir():
+        pytest.skip(f"needs the small corpora at {SHARED_DATA} (or LNREPRO_SHARED_DATA)")
 
 
 @pytest.fixture(scope="session")

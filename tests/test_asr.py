@@ -29,6 +29,7 @@ def speech_root(tmp_path_factory):
     return root
 
 
+@pytest.mark.shared_data
 def test_prepare_shared_utterances_and_features_equal_fbank(speech_root):
     out = speech_root / "tiny_speech"
     meta = json.loads((out / "meta.json").read_text())
@@ -46,6 +47,7 @@ def test_prepare_shared_utterances_and_features_equal_fbank(speech_root):
     assert (out / "test-clean.tgt.txt").read_text().splitlines()[0] == text.lower()
 
 
+@pytest.mark.shared_data
 def test_prepare_again_reuses_same_utterances_and_redoes_changed_ones(tmp_path):
     source = tmp_path / "source"
     shutil.copytree(LIBRI / "LibriSpeech", source / "LibriSpeech")
@@ -84,6 +86,7 @@ def test_spec_augment_masks_within_policy():
     assert torch.equal(y[y != 0], x[y != 0])
 
 
+@pytest.mark.shared_data
 def test_tiny_asr_train_decode_wer(speech_root, tmp_path):
     results, run = tmp_path / "results", tmp_path / "run"
     common = ["--root", str(speech_root), "--results", str(results)]
@@ -100,6 +103,7 @@ def test_tiny_asr_train_decode_wer(speech_root, tmp_path):
     assert "4,6L-6L,b2t,Dev clean,3.69," in csv and "4,12L-6L,pre_ln,Test other,8.22,,tiny,not run" in csv
 
 
+@pytest.mark.shared_data
 @pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng not installed (.ci/run installs it)")
 def test_speech_mini_goes_through_librispeech_path(tmp_path):
     from repro.data.speech_mini import prepare_speech_mini

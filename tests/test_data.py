@@ -34,6 +34,7 @@ def make_archives(folder: Path, n: int = 150) -> None:
                 tar.addfile(info, io.BytesIO(text))
 
 
+@pytest.mark.shared_data
 def test_prepare_wmt_from_archives(tmp_path):
     src = tmp_path / "src"
     src.mkdir()
@@ -74,6 +75,7 @@ def test_prepare_wmt_lists_every_missing_input_and_leaves_nothing(tmp_path):
     assert not list(empty.iterdir())
 
 
+@pytest.mark.shared_data
 def test_sacrebleu_reference_against_itself_is_100():
     refs = (NEWSTEST / "newstest2014.de").read_text(encoding="utf-8").splitlines()
     score, sig = bleu(refs, refs)
@@ -102,6 +104,7 @@ def test_moses_detokenize():
     assert moses_detokenize("Parliament &apos;s role , ( he said ) isn &apos;t it ?") == "Parliament's role, (he said) isn't it?"
 
 
+@pytest.mark.shared_data
 def test_prepare_multi30k_and_gigaword_sample(tmp_path):
     r = runner.invoke(app, ["prepare", "multi30k", "--source", str(SHARED_DATA / "multi30k"), "--root", str(tmp_path)])
     assert r.exit_code == 0, r.output

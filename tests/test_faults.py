@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from conftest import tiny_pairs
+from conftest import SHARED_DATA, tiny_pairs
 from repro.cli import app
 from repro.data.parallel import prepare_parallel
 from repro.data.text import PrepareError, read_meta
@@ -95,9 +95,10 @@ def test_interrupted_build_resumes_and_a_stale_partial_is_discarded(tmp_path):
     assert "stale" not in (out / "train.raw.src").read_text()
 
 
+@pytest.mark.shared_data
 def test_bad_archives_and_encodings_are_named(tmp_path):
     src = tmp_path / "m30k"
-    shutil.copytree(REPO.parent / "shared/data/multi30k", src)
+    shutil.copytree(SHARED_DATA / "multi30k", src)
     good = (src / "val.de.gz").read_bytes()
     (src / "val.de.gz").write_bytes(good[: len(good) // 2])                       # a truncated gzip
     one_line_exit_2(runner.invoke(app, ["prepare", "multi30k", "--source", str(src), "--root", str(tmp_path / "d")]),
