@@ -189,7 +189,14 @@ def run_record(run_dir: Path, status: dict, resolved, metrics: dict) -> dict:
             "scale": resolved.scale, "seed": resolved.recipe.train.seed, "commit": status["commit"],
             "hardware": status["hardware"], "started": status["started"], "duration_s": status["duration_s"],
             "updates": status["step"], "status": status["status"], "reason": status["reason"], "metrics": metrics,
-            **({"data": status["data"]} if "data" in status else {})}  # runs from before data was recorded lack it
+            **({"data": status["data"]} if "data" in status else {}),  # runs from before data was recorded lack it
+            **({"segments": status["segments"]} if resumed(status) else {})}
+
+
+def resumed(status: dict) -> bool:
+    """Whether the run trained in more than one stretch (or resumed a checkpoint from before stretches were kept)."""
+    parts = status.get("segments", [])
+    return len(parts) > 1 or bool(parts and parts[0]["from_update"] > 0)
 
 
 @app.command()

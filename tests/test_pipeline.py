@@ -68,6 +68,14 @@ def test_resume_equals_uninterrupted(tiny_root, tmp_path):
     resumed = train_run(resolve(recipe, "tiny", sets), tmp_path / "cut", tiny_root, resume=True,
                         allow_recipe_change=True)
     assert full["step"] == resumed["step"] == 6
+    # The resumed run's status keeps both stretches of training, and its start is the first one's.
+    first, second = resumed["segments"]
+    assert (first["from_update"], first["to_update"], second["from_update"], second["to_update"]) == (0, 3, 3, 6)
+    assert resumed["started"] == first["started"] <= second["started"] and second["commit"] == resumed["commit"]
+    assert [(s["from_update"], s["to_update"]) for s in full["segments"]] == [(0, 6)]
+    from repro.cli import run_record
+    assert "segments" not in run_record(tmp_path / "full", full, resolve(recipe, "tiny", sets), {})
+    assert run_record(tmp_path / "cut", resumed, resolve(recipe, "tiny", sets), {})["segments"] == resumed["segments"]
     a = checkpoint.load(checkpoint.list_checkpoints(tmp_path / "full")[-1])["model"]
     b = checkpoint.load(checkpoint.list_checkpoints(tmp_path / "cut")[-1])["model"]
     assert all(torch.equal(a[k], b[k]) for k in a)

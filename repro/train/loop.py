@@ -242,6 +242,7 @@ def _train(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: boo
             return
         state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step, "epoch": epoch,
                  "position": position, "elapsed": elapsed_before + time.time() - t0, "health": health.state_dict(),
+                 "segments": segments(),
                  "rng": {"torch": torch.get_rng_state(), "python": random.getstate(),
                          "cuda": torch.cuda.get_rng_state() if torch.cuda.is_available() else None},
                  "recipe_hash": resolved.hash()}
@@ -249,6 +250,14 @@ def _train(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: boo
 
     status = {"status": "running", "reason": "", "step": step, "started": now(), "commit": git_commit(),
               "hardware": hardware(d.world), "update_freq": update_freq, "data": corpus_fingerprint(r.data.corpus, meta)}
+    # A run resumed on another day, commit or machine keeps one entry per stretch of training, so its record says
+    # where every update was made; the first entry's start is the run's.
+    earlier = state.get("segments", []) if state is not None else []
+    this_segment = {"started": status["started"], "commit": status["commit"], "hardware": status["hardware"],
+                    "from_update": step}
+    segments = lambda: earlier + [{**this_segment, "to_update": step}]
+    if earlier:
+        status["started"] = earlier[0]["started"]
     t0 = time.time()
     new_window = lambda: {"loss": 0.0, "nll": 0.0, "tokens": 0, "updates": 0, "time": time.time(), "grad_norm": 0.0}
     window = new_window()  # sums over the updates since the last log line
@@ -350,7 +359,7 @@ def _train(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: boo
                    "finished": now(), "duration_s": round(elapsed_before + time.time() - t0, 1),
                    "recipe": str(resolved.path), "recipe_hash": resolved.hash(), "scale": resolved.scale,
                    "overrides": resolved.overrides,
-                   "seed": seed})
+                   "seed": seed, "segments": segments()})
     if d.main:
         tmp = status_path.with_name("status.json.tmp")
         tmp.write_text(json.dumps(status, indent=2) + "\n")
