@@ -181,6 +181,7 @@ def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. reci
 
 
 def run_record(run_dir: Path, status: dict, resolved, metrics: dict) -> dict:
+    from repro.results import stretches
     return {"run_id": Path(run_dir).name, "run_dir": str(run_dir), "recipe": f"recipes/{resolved.name}.yaml",
             "recipe_name": resolved.name, "recipe_hash": resolved.hash(), "overrides": resolved.overrides,
             "task": resolved.recipe.task, "variant": resolved.recipe.model.variant,
@@ -190,13 +191,7 @@ def run_record(run_dir: Path, status: dict, resolved, metrics: dict) -> dict:
             "hardware": status["hardware"], "started": status["started"], "duration_s": status["duration_s"],
             "updates": status["step"], "status": status["status"], "reason": status["reason"], "metrics": metrics,
             **({"data": status["data"]} if "data" in status else {}),  # runs from before data was recorded lack it
-            **({"segments": status["segments"]} if resumed(status) else {})}
-
-
-def resumed(status: dict) -> bool:
-    """Whether the run trained in more than one stretch (or resumed a checkpoint from before stretches were kept)."""
-    parts = status.get("segments", [])
-    return len(parts) > 1 or bool(parts and parts[0]["from_update"] > 0)
+            **stretches(status)}
 
 
 @app.command()

@@ -75,6 +75,13 @@ def corpus_fingerprint(corpus: str, meta: dict) -> dict:
     return {"corpus": corpus, "files_sha256": hashlib.sha256(files.encode()).hexdigest()[:16]}
 
 
+def stretches(status: dict) -> dict:
+    """`{"segments": [...]}` for a run that trained in more than one stretch (or resumed a checkpoint from before
+    stretches were kept), else `{}`: a record keeps where each of its updates was made."""
+    parts = status.get("segments", [])
+    return {"segments": parts} if len(parts) > 1 or (parts and parts[0]["from_update"] > 0) else {}
+
+
 def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
