@@ -29,7 +29,7 @@ from pathlib import Path
 import yaml
 
 from repro.config import RecipeError
-from repro.results import atomic_write_text, check_record_slot, git_commit, now, stretches
+from repro.results import atomic_write_text, check_record_slot, git_commit, now, status_provenance
 
 
 @dataclass(frozen=True)
@@ -211,7 +211,7 @@ def collect(spec: CalibrationSpec, runs_dir: Path, out_dir: Path) -> None:
             record = {"recipe_name": name, "task": spec.task, "warmup_updates": warmup, "lr": lr, **{
                 k: status.get(k) for k in ("recipe", "recipe_hash", "overrides", "scale", "seed", "commit", "hardware",
                                            "started", "duration_s", "status", "reason", "step")},
-                **({"data": status["data"]} if "data" in status else {}), **stretches(status)}
+                **status_provenance(status)}
             base = label(name, warmup, lr)
             check_record_slot(out_dir / f"{base}.json", record["recipe_hash"])
             atomic_write_text(out_dir / f"{base}.json", json.dumps(record, indent=2, sort_keys=True) + "\n")

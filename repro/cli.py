@@ -181,7 +181,7 @@ def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. reci
 
 
 def run_record(run_dir: Path, status: dict, resolved, metrics: dict) -> dict:
-    from repro.results import stretches
+    from repro.results import status_provenance
     return {"run_id": Path(run_dir).name, "run_dir": str(run_dir), "recipe": f"recipes/{resolved.name}.yaml",
             "recipe_name": resolved.name, "recipe_hash": resolved.hash(), "overrides": resolved.overrides,
             "task": resolved.recipe.task, "variant": resolved.recipe.model.variant,
@@ -190,8 +190,7 @@ def run_record(run_dir: Path, status: dict, resolved, metrics: dict) -> dict:
             "scale": resolved.scale, "seed": resolved.recipe.train.seed, "commit": status["commit"],
             "hardware": status["hardware"], "started": status["started"], "duration_s": status["duration_s"],
             "updates": status["step"], "status": status["status"], "reason": status["reason"], "metrics": metrics,
-            **({"data": status["data"]} if "data" in status else {}),  # runs from before data was recorded lack it
-            **stretches(status)}
+            **status_provenance(status)}
 
 
 @app.command()

@@ -75,11 +75,13 @@ def corpus_fingerprint(corpus: str, meta: dict) -> dict:
     return {"corpus": corpus, "files_sha256": hashlib.sha256(files.encode()).hexdigest()[:16]}
 
 
-def stretches(status: dict) -> dict:
-    """`{"segments": [...]}` for a run that trained in more than one stretch (or resumed a checkpoint from before
-    stretches were kept), else `{}`: a record keeps where each of its updates was made."""
+def status_provenance(status: dict) -> dict:
+    """What a record copies from its run's status.json beyond the common fields: the corpus fingerprint (runs from
+    before it was kept lack it) and, for a run trained in more than one stretch (or resumed from a checkpoint of
+    before stretches were kept), its `segments`, so a record says where each of its updates was made."""
     parts = status.get("segments", [])
-    return {"segments": parts} if len(parts) > 1 or (parts and parts[0]["from_update"] > 0) else {}
+    resumed = len(parts) > 1 or (parts and parts[0]["from_update"] > 0)
+    return {**({"data": status["data"]} if "data" in status else {}), **({"segments": parts} if resumed else {})}
 
 
 def now() -> str:
