@@ -15,6 +15,8 @@ The rule (`choose`):
 - if no setting converges within the cap, there is no choice; the provisional regime is then the setting whose
   baselines have the lowest mean best validation NLL at the cap, with max_updates = the cap, marked as not
   converged (the cap was too small: calibrate again with a larger one).
+- while any setting of the grid has not run, there is neither a choice nor a provisional regime: a choice among the
+  settings that happened to finish first would be another rule. The curves so far are still drawn.
 B2T and the other methods are never read. The records and curves are written under results/<scale>/calibration/.
 """
 
@@ -164,20 +166,24 @@ def choose(spec: CalibrationSpec, curves: dict[tuple[int, float], dict[str, list
                 best = {b: best_until(c[b], length) for b in spec.baselines}
                 row.update(length=length, best_valid_nll=best, mean_best_valid_nll=statistics.fmean(best.values()))
         rows.append(row)
-    eligible = [r for r in rows if r["length"] is not None]
+    incomplete = [(r["warmup_updates"], r["lr"]) for r in rows if r["excluded"] == "not run"]
+    eligible = [r for r in rows if r["length"] is not None and not incomplete]
     chosen = min(eligible, key=lambda r: (round(r["mean_best_valid_nll"], 6), r["length"], r["warmup_updates"]),
                  default=None)
     at_cap = None
-    if chosen is None:
+    if chosen is None and not incomplete:
         ran = [(statistics.fmean(best_until(curves[k][b], spec.max_updates) for b in spec.baselines), k)
                for k in spec.settings() if not failed.get(k) and all(curves.get(k, {}).get(b) for b in spec.baselines)]
         if ran:
             mean, (warmup, lr) = min(ran, key=lambda x: (round(x[0], 6), x[1][0]))
             at_cap = {"warmup_updates": warmup, "lr": lr, "max_updates": spec.max_updates,
                       "mean_best_valid_nll": mean, "converged": False}
-    return {"settings": rows, "choice": None if chosen is None else
-            {"warmup_updates": chosen["warmup_updates"], "lr": chosen["lr"], "max_updates": chosen["length"]},
-            "provisional": at_cap}
+    decision = {"settings": rows, "choice": None if chosen is None else
+                {"warmup_updates": chosen["warmup_updates"], "lr": chosen["lr"], "max_updates": chosen["length"]},
+                "provisional": at_cap}
+    if incomplete:  # absent on a whole grid, so that the choices already recorded read the same
+        decision["incomplete"] = [{"warmup_updates": w, "lr": lr} for w, lr in incomplete]
+    return decision
 
 
 def regime(decision: dict) -> dict | None:
@@ -236,12 +242,18 @@ def load_curves(spec: CalibrationSpec, out_dir: Path):
 
 
 def decide(spec: CalibrationSpec, out_dir: Path, png: Path) -> dict:
-    """The rule applied to the committed records: writes choice.json and the curves PNG; returns the decision."""
+    """The rule applied to the committed records: writes choice.json and the curves PNG; returns the decision.
+
+    On an incomplete grid only the curves so far are drawn: choice.json is written once every setting has run.
+    """
     curves, failed = load_curves(spec, out_dir)
     decision = choose(spec, curves, failed)
     decision.update({"task": spec.task, "scale": spec.scale, "spec": str(spec.path), "baselines": list(spec.baselines),
                      "rule": {"window_fraction": spec.window_fraction, "tolerance": spec.tolerance,
                               "cap": spec.max_updates}})
+    if decision.get("incomplete"):
+        plot(spec, curves, decision, png)
+        return decision
     stamp = ("decided", "commit")
     path = out_dir / "choice.json"
     old = json.loads(path.read_text()) if path.is_file() else {}
@@ -275,8 +287,10 @@ def plot(spec: CalibrationSpec, curves: dict, decision: dict, png: Path) -> None
         ax.set_xlabel("updates")
         ax.legend(fontsize=8)
     axes[0].set_ylabel("validation NLL (nats, shared axis)")
-    c, p = decision["choice"], decision.get("provisional")
-    chosen = (f"chosen: warmup {c['warmup_updates']}, lr {c['lr']:g}, {c['max_updates']} updates" if c else
+    c, p, todo = decision["choice"], decision.get("provisional"), decision.get("incomplete")
+    missing = ", ".join(f"warmup {t['warmup_updates']}, lr {t['lr']:g}" for t in todo or [])
+    chosen = (f"grid incomplete, no choice yet; not run: {missing}" if todo else
+              f"chosen: warmup {c['warmup_updates']}, lr {c['lr']:g}, {c['max_updates']} updates" if c else
               f"no setting converged within the cap; provisional: warmup {p['warmup_updates']}, lr {p['lr']:g}, "
               f"{p['max_updates']} updates (lowest mean at the cap)" if p else "no setting converged within the cap")
     fig.suptitle(f"Calibration of the {spec.scale} regime, {spec.task}: validation NLL of the baselines "

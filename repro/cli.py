@@ -428,11 +428,13 @@ def calibrate(task: str = typer.Argument(..., help=f"One of: {', '.join(CALIBRAT
     if not decide_only:
         todo = calibration.jobs(spec, runs / task, root or default_root())
         console.print(f"{len(todo)} calibration runs to train ({len(spec.settings()) * 2 - len(todo)} already finished)")
-        done = run_jobs(todo, jobs, threads or default_threads(min(jobs, max(len(todo), 1))))
+        # Each run's record is written as the run ends, so a grid stopped part-way keeps what finished.
+        done = run_jobs(todo, jobs, threads or default_threads(min(jobs, max(len(todo), 1))),
+                        on_finish=lambda job: calibration.collect(spec, runs / task, out_dir))
+        calibration.collect(spec, runs / task, out_dir)
         bad = [j.name for j in done if j.state != "done"]
         if bad:
             fail(f"calibration runs did not finish: {', '.join(bad)} (logs: {runs / task}/*/train.out)")
-        calibration.collect(spec, runs / task, out_dir)
     if not (out_dir.is_dir() and any(out_dir.glob("*.log.jsonl"))):
         fail(f"{out_dir}: no calibration records; run `lnrepro calibrate {task}` first")
     decision = calibration.decide(spec, out_dir, out_dir / "curves.png")
@@ -445,7 +447,10 @@ def calibrate(task: str = typer.Argument(..., help=f"One of: {', '.join(CALIBRAT
                   f"{r['mean_best_valid_nll']:.3f}" if r["mean_best_valid_nll"] else "—", r["excluded"])
     console.print(t)
     c, p = decision["choice"], decision["provisional"]
-    if c:
+    if decision.get("incomplete"):
+        console.print(f"grid incomplete ({len(decision['incomplete'])} settings not run): no choice yet; "
+                      f"`lnrepro calibrate {task}` trains the rest (curves so far: {out_dir / 'curves.png'})")
+    elif c:
         console.print(f"choice: warmup {c['warmup_updates']}, lr {c['lr']:g}, max_updates {c['max_updates']} "
                       f"({out_dir / 'choice.json'})")
     else:

@@ -16,6 +16,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from repro.progress import console
 
@@ -80,8 +81,13 @@ def _start_step(job: Job, threads: int) -> None:
                                      stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
 
-def run_jobs(jobs: list[Job], parallel: int, threads: int, poll_s: float = 2.0) -> list[Job]:
-    """Run the jobs, at most `parallel` at once; returns them with state done/failed and their return codes."""
+def run_jobs(jobs: list[Job], parallel: int, threads: int, poll_s: float = 2.0,
+             on_finish: Callable[[Job], None] | None = None) -> list[Job]:
+    """Run the jobs, at most `parallel` at once; returns them with state done/failed and their return codes.
+
+    `on_finish` is called with each job as it ends (done or failed), so that what it made can be kept at once
+    rather than only after the last job.
+    """
     from rich.live import Live
 
     pending = [j for j in jobs if j.state == "queued"]
@@ -113,6 +119,8 @@ def run_jobs(jobs: list[Job], parallel: int, threads: int, poll_s: float = 2.0) 
                 running.remove(job)
                 if quiet:
                     console.print(f"{job.state} {job.name} ({(job.finished - job.started) / 60:.1f} min)")
+                if on_finish:
+                    on_finish(job)
             if live:
                 live.update(_view(jobs))
     except KeyboardInterrupt:

@@ -55,6 +55,22 @@ def test_choice_lowest_mean_best_nll_failed_and_unconverged_excluded():
     assert choose(s, {}, {})["choice"] is None
 
 
+def test_no_choice_until_every_setting_has_run():
+    """A grid stopped part-way chooses nothing, not even provisionally, whatever the settings that did finish show."""
+    s = spec(warmup_updates=(400, 1000, 2000))
+    done = {(400, 1e-3): {"a": plateau(6, 3.5, 1500), "b": plateau(6, 3.4, 1500)}}
+    d = choose(s, done, {})
+    assert d["choice"] is None and d["provisional"] is None
+    assert d["incomplete"] == [{"warmup_updates": 1000, "lr": 1e-3}, {"warmup_updates": 2000, "lr": 1e-3}]
+    assert d["settings"][0]["length"] == 2000 and d["settings"][1]["excluded"] == "not run"
+    flat = {"a": plateau(6, 3.0, 9999), "b": plateau(6, 3.0, 9999)}
+    half = {**done, (1000, 1e-3): {"a": flat["a"]}, (2000, 1e-3): flat}
+    assert choose(s, half, {})["incomplete"] == [{"warmup_updates": 1000, "lr": 1e-3}]  # one baseline missing
+    assert choose(s, {(400, 1e-3): flat}, {})["provisional"] is None  # none converged, yet no provisional
+    whole = {**half, (1000, 1e-3): flat}
+    assert "incomplete" not in choose(s, whole, {}) and choose(s, whole, {})["choice"]["warmup_updates"] == 400
+
+
 def test_spec_errors_are_one_line(tmp_path):
     p = tmp_path / "c.yaml"
     p.write_text("task: mt\n")
@@ -84,10 +100,23 @@ def test_calibration_grid_on_tiny_data(tiny_root, tmp_path):
     from repro.launch import run_jobs
     jobs = calibration.jobs(s, tmp_path / "runs", tiny_root)
     assert len(jobs) == 4
-    done = run_jobs(jobs, parallel=2, threads=1, poll_s=0.2)
-    assert [j.state for j in done] == ["done"] * 4, [j.log.read_text()[-500:] for j in done]
-    assert calibration.jobs(s, tmp_path / "runs", tiny_root) == []  # finished runs are not run again
     out = tmp_path / "results/tiny/calibration/mt"
+    kept = []  # (run, records in place) as each run ends, collected as `calibrate` does
+    done = run_jobs(jobs, parallel=2, threads=1, poll_s=0.2, on_finish=lambda job: (
+        calibration.collect(s, tmp_path / "runs", out), kept.append((job.name, {p.stem for p in out.glob("*.json")}))))
+    assert [j.state for j in done] == ["done"] * 4, [j.log.read_text()[-500:] for j in done]
+    assert len(kept) == 4 and all(name in records for name, records in kept)
+    assert calibration.jobs(s, tmp_path / "runs", tiny_root) == []  # finished runs are not run again
+
+    # Deciding on the first setting alone draws its curves and chooses nothing.
+    part = tmp_path / "part"
+    part.mkdir()
+    for p in out.glob("*-w2-*"):
+        (part / p.name).write_bytes(p.read_bytes())
+    d = calibration.decide(s, part, part / "curves.png")
+    assert d["incomplete"] == [{"warmup_updates": 4, "lr": 1e-3}] and d["choice"] is None
+    assert (part / "curves.png").stat().st_size > 0 and not (part / "choice.json").exists()
+
     calibration.collect(s, tmp_path / "runs", out)
     record = json.loads((out / "6L-6L-post_ln-w2-lr0.001.json").read_text())
     assert record["status"] == "completed" and record["warmup_updates"] == 2 and record["commit"]
