@@ -65,8 +65,11 @@ def plan(table: int, scale: str, seeds: int, cells: list[str], results_dir: Path
         raise ValueError(f"--seeds {seeds}: expected at least 1")
     spec = SPECS[table]
     timed = [r for r in load_records(results_dir, scale) if not r.get("overrides") and r.get("duration_s")]
+    calibrated = calibration_timings(results_dir, scale)
     here = machine(hardware())
-    pools = (([r for r in timed if machine(r.get("hardware", {})) == here], ""), (timed, "other machines"))
+    mine = lambda records: [r for r in records if machine(r.get("hardware", {})) == here]
+    pools = ((mine(timed), ""), (timed, "other machines"),
+             (mine(calibrated), "calibration runs"), (calibrated, "calibration runs, other machines"))
     out = []
     for group, method in parse_cells(table, cells):
         name = spec.recipe_name(group, method)
@@ -100,17 +103,30 @@ def estimate(name: str, pools: tuple) -> tuple[list[float], str]:
     return [], ""
 
 
+def calibration_timings(results_dir: Path, scale: str) -> list[dict]:
+    """The calibration grids' runs (results/<scale>/calibration/<task>/) as timings of their baseline recipes: the
+    last word on a task's cost before any table run of it has been made (ASR's grid comes before Table 4)."""
+    out = []
+    for path in sorted((Path(results_dir) / scale / "calibration").glob("*/*.json")):
+        rec = json.loads(path.read_text())
+        if isinstance(rec, dict) and "recipe_name" in rec and rec.get("duration_s") and rec.get("step"):
+            out.append({**rec, "updates": rec["step"], "calibration": True})
+    return out
+
+
 def full_length_s(rec: dict) -> float:
     """A record's duration as a run of its recipe's full length: a run the failure rule stopped early stands for
-    a whole one at its own rate (Gigaword 18L-18L Post-LN stopped at update 2,875 of 3,500)."""
-    if rec.get("status") != "failed" or not rec.get("updates"):
+    a whole one at its own rate (Gigaword 18L-18L Post-LN stopped at update 2,875 of 3,500), and so does a
+    calibration run, whose length is the grid's cap rather than the recipe's."""
+    if not rec.get("updates") or (rec.get("status") != "failed" and not rec.get("calibration")):
         return rec["duration_s"]
     from repro.config import RecipeError, resolve
     try:
         planned = resolve(recipes_dir() / f"{rec['recipe_name']}.yaml", rec["scale"]).recipe.optim.max_updates
     except RecipeError:
         return rec["duration_s"]
-    return rec["duration_s"] * max(planned / rec["updates"], 1.0)
+    ratio = planned / rec["updates"]
+    return rec["duration_s"] * (ratio if rec.get("calibration") else max(ratio, 1.0))
 
 
 def run_state(run: PlannedRun, results_dir: Path) -> tuple[str, str]:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from repro.cli import app
+from repro.config import resolve
 from repro.results import load_records
 
 REPO = Path(__file__).resolve().parents[1]
@@ -124,3 +125,14 @@ def test_plan_estimates_from_the_recipe_then_its_depth_on_this_machine_first(tmp
     assert "about 6.5 h of runs" in text  # 18L-18L Post-LN and Pre-LN at two hours each, 60L-12L B2T at 2.5 h
     summ = plan(2, "mini", 1, ["6L-6L:post_ln"], tmp_path, tmp_path / "runs")  # MT's 6L-6L is not Gigaword's
     assert summ[0].estimate_s is None and "cost unknown" in describe_plan(summ)
+    # With no table run of a task, its calibration runs tell, at their own rate for the recipe's length.
+    grid = tmp_path / "mini/calibration/gigaword"
+    grid.mkdir(parents=True)
+    (grid / "choice.json").write_text("{}")
+    (grid / "gigaword-6L-6L-pre_ln-w400-lr0.001.json").write_text(json.dumps(
+        {"recipe_name": "gigaword/6L-6L-pre_ln", "scale": "mini", "status": "completed", "step": 6000,
+         "duration_s": 1200.0, "hardware": here}))
+    length = resolve(REPO / "recipes/gigaword/6L-6L-post_ln.yaml", "mini").recipe.optim.max_updates
+    summ = plan(2, "mini", 1, ["6L-6L:post_ln", "18L-18L:b2t"], tmp_path, tmp_path / "runs")
+    assert (summ[0].estimate_s, summ[0].estimate_from) == (1200.0 * length / 6000, "its depth, calibration runs")
+    assert summ[1].estimate_s is None  # a deeper model's cost is not guessed from the shallow grid
