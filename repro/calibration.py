@@ -288,7 +288,7 @@ def plot(spec: CalibrationSpec, curves: dict, decision: dict, png: Path) -> None
         ax.legend(fontsize=8)
     axes[0].set_ylabel("validation NLL (nats, shared axis)")
     c, p, todo = decision["choice"], decision.get("provisional"), decision.get("incomplete")
-    missing = ", ".join(f"warmup {t['warmup_updates']}, lr {t['lr']:g}" for t in todo or [])
+    missing = "; ".join(f"warmup {t['warmup_updates']}, lr {t['lr']:g}" for t in todo or [])
     chosen = (f"grid incomplete, no choice yet; not run: {missing}" if todo else
               f"chosen: warmup {c['warmup_updates']}, lr {c['lr']:g}, {c['max_updates']} updates" if c else
               f"no setting converged within the cap; provisional: warmup {p['warmup_updates']}, lr {p['lr']:g}, "
