@@ -431,7 +431,7 @@ def calibrate(task: str = typer.Argument(..., help=f"One of: {', '.join(CALIBRAT
         # Each run's record is written as the run ends, so a grid stopped part-way keeps what finished.
         done = run_jobs(todo, jobs, threads or default_threads(min(jobs, max(len(todo), 1))),
                         on_finish=lambda job: calibration.collect(spec, runs / task, out_dir))
-        calibration.collect(spec, runs / task, out_dir)
+        calibration.collect(spec, runs / task, out_dir)  # also runs that finished in an earlier, stopped call
         bad = [j.name for j in done if j.state != "done"]
         if bad:
             fail(f"calibration runs did not finish: {', '.join(bad)} (logs: {runs / task}/*/train.out)")
