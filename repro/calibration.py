@@ -167,13 +167,13 @@ def choose(spec: CalibrationSpec, curves: dict[tuple[int, float], dict[str, list
                 row.update(length=length, best_valid_nll=best, mean_best_valid_nll=statistics.fmean(best.values()))
         rows.append(row)
     incomplete = [(r["warmup_updates"], r["lr"]) for r in rows if r["excluded"] == "not run"]
-    eligible = [r for r in rows if r["length"] is not None and not incomplete]
-    chosen = min(eligible, key=lambda r: (round(r["mean_best_valid_nll"], 6), r["length"], r["warmup_updates"]),
-                 default=None)
-    at_cap = None
-    if chosen is None and not incomplete:
-        ran = [(statistics.fmean(best_until(curves[k][b], spec.max_updates) for b in spec.baselines), k)
-               for k in spec.settings() if not failed.get(k) and all(curves.get(k, {}).get(b) for b in spec.baselines)]
+    chosen = at_cap = None
+    if not incomplete:  # a choice among the settings that happened to finish first would be another rule
+        chosen = min((r for r in rows if r["length"] is not None),
+                     key=lambda r: (round(r["mean_best_valid_nll"], 6), r["length"], r["warmup_updates"]), default=None)
+        ran = [] if chosen else [
+            (statistics.fmean(best_until(curves[k][b], spec.max_updates) for b in spec.baselines), k)
+            for k in spec.settings() if not failed.get(k)]
         if ran:
             mean, (warmup, lr) = min(ran, key=lambda x: (round(x[0], 6), x[1][0]))
             at_cap = {"warmup_updates": warmup, "lr": lr, "max_updates": spec.max_updates,
