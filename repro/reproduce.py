@@ -80,6 +80,8 @@ def plan(table: int, scale: str, seeds: int, cells: list[str], results_dir: Path
             run = PlannedRun(name, scale, seed, runs_dir / f"{name.replace('/', '-')}-{scale}-s{seed}",
                              estimate_s=statistics.fmean(durations) if durations else None, estimate_from=source)
             run.state, run.detail = run_state(run, results_dir)
+            if run.estimate_s and run.state == "partial":
+                run.estimate_s *= 1 - trained_fraction(run)  # the time still to go, not the whole run's
             out.append(run)
     return out
 
@@ -143,10 +145,31 @@ def run_state(run: PlannedRun, results_dir: Path) -> tuple[str, str]:
     status = run.run_dir / "status.json"
     if status.is_file():
         return "partial", f"trained ({json.loads(status.read_text())['status']}), not evaluated"
-    ckpts = sorted(run.run_dir.glob("checkpoint_*.pt"))
-    if ckpts:
-        return "partial", f"resumable from {ckpts[-1].name}"
+    last = last_checkpoint(run.run_dir)
+    if last:
+        return "partial", f"resumable from checkpoint_{last}.pt ({trained_fraction(run):.0%} done)"
     return "missing", ""
+
+
+def last_checkpoint(run_dir: Path) -> int | None:
+    """The step of a run directory's latest checkpoint (by number: checkpoint_10000 comes after checkpoint_9500)."""
+    if not run_dir.is_dir():
+        return None
+    from repro.train.checkpoint import PATTERN, list_checkpoints  # torch: only where a run directory exists
+    ckpts = list_checkpoints(run_dir)
+    return int(PATTERN.search(ckpts[-1].name).group(1)) if ckpts else None
+
+
+def trained_fraction(run: PlannedRun) -> float:
+    """How much of a run's training is behind it: 1 once trained (evaluation, seconds, is left), else its last
+    checkpoint's share of the recipe's updates (checkpoint_4500 of 12,000: 0.375)."""
+    if (run.run_dir / "status.json").is_file():
+        return 1.0
+    last = last_checkpoint(run.run_dir)
+    if not last:
+        return 0.0
+    from repro.config import resolve
+    return min(last / resolve(run.recipe, run.scale).recipe.optim.max_updates, 1.0)
 
 
 def stale_records(runs: list[PlannedRun]) -> list[str]:
@@ -234,11 +257,11 @@ def describe_plan(runs: list[PlannedRun]) -> str:
     lines = []
     for r in runs:
         est = "cost unknown"
-        if r.estimate_s:
+        if r.estimate_s is not None:
             est = f"~{r.estimate_s / 60:.0f} min" + (f" ({r.estimate_from})" if r.estimate_from else "")
         lines.append(f"{r.state:8} {r.name:45} {est:>20}  {r.detail}")
     todo = [r for r in runs if r.state != "done"]
-    known = [r.estimate_s for r in todo if r.estimate_s]
+    known = [r.estimate_s for r in todo if r.estimate_s is not None]
     total = f"; about {sum(known) / 3600:.1f} h of runs where earlier runs tell" if known else ""
     counts = ", ".join(f"{sum(r.state == s for r in runs)} {s}" for s in ("done", "partial", "missing"))
     return "\n".join(lines + [f"{len(runs)} runs: {counts}{total}"]) + "\n"

@@ -123,6 +123,18 @@ def test_plan_estimates_from_the_recipe_then_its_depth_on_this_machine_first(tmp
     text = describe_plan(list(runs.values()))
     assert "~120 min (its depth)" in text and "~150 min (its depth, other machines)" in text
     assert "about 6.5 h of runs" in text  # 18L-18L Post-LN and Pre-LN at two hours each, 60L-12L B2T at 2.5 h
+    # An interrupted run costs what is left of it; its checkpoints count by number, not by name.
+    run_dir = tmp_path / "runs/18L-18L-pre_ln-mini-s1"
+    run_dir.mkdir(parents=True)
+    for step in (600, 2000):
+        (run_dir / f"checkpoint_{step}.pt").touch()
+    [pre] = plan(1, "mini", 1, ["18L-18L:pre_ln"], tmp_path, tmp_path / "runs")
+    assert (pre.state, pre.detail, pre.estimate_s) == ("partial", "resumable from checkpoint_2000.pt (25% done)",
+                                                       5400.0)
+    (run_dir / "status.json").write_text(json.dumps({"status": "completed"}))
+    [pre] = plan(1, "mini", 1, ["18L-18L:pre_ln"], tmp_path, tmp_path / "runs")
+    assert pre.estimate_s == 0.0 and "~0 min (its depth)" in describe_plan([pre])  # only evaluation is left
+    shutil.rmtree(run_dir)
     summ = plan(2, "mini", 1, ["6L-6L:post_ln"], tmp_path, tmp_path / "runs")  # MT's 6L-6L is not Gigaword's
     assert summ[0].estimate_s is None and "cost unknown" in describe_plan(summ)
     # With no table run of a task, its calibration runs tell, at their own rate for the recipe's length.
