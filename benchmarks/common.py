@@ -29,13 +29,14 @@ def median_time(fn, warmup: int, repeats: int) -> float:
 
 def choose_paths(plain: bool, device: torch.device = torch.device("cpu")) -> str:
     """lnrepro's CPU paths as training and evaluation set them (repro/model/cpu_paths.py), or torch's own layers
-    and allocator settings with `plain`; returns the label the benchmarks print."""
+    and allocator settings with `plain`; returns the label the benchmarks print: "plain" on a GPU either way,
+    where those layers are torch's own."""
     from repro.model import cpu_paths
     if plain:
         cpu_paths.ENABLED = False
     elif device.type == "cpu":
         cpu_paths.keep_freed_memory()
-    return "plain" if plain else "cpu_paths"
+    return "cpu_paths" if device.type == "cpu" and not plain else "plain"
 
 
 def print_profile(run, device: torch.device = torch.device("cpu"), rows: int = 25) -> None:
