@@ -127,9 +127,9 @@ def _judge_run(claim: Claim, records) -> tuple[str, str]:
         # Trained to the end: say how far it lags the method the paper says trains (DESIGN section 5).
         other = _cell(records, claim.b, claim.metric, claim.or_metric)
         if other and other["mean"] is not None and a["mean"] is not None:
-            detail += f"; it trains but reaches {a['mean']:.2f} against {claim.b} {other['mean']:.2f}"
-    if a["n"] < 2:
-        return "inconclusive", detail + " (1 seed)"
+            detail += f"; it trains but reaches {a['mean']:.2f} against {_show(claim.b, other)}"
+    if a["n"] < 2:  # "0/1 seeds failed" already says it rests on one seed
+        return "inconclusive", detail
     ok = failed if claim.kind == "fails" else not failed
     return ("reproduced" if ok else "not reproduced"), detail
 

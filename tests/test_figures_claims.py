@@ -76,6 +76,7 @@ def test_claims_verdicts(tmp_path):
     assert verdict("18L-18L MT: B2T > Pre-LN") == "reproduced"   # 10.5 against 5.0
     assert verdict("18L-18L MT: Post-LN training fails") == "reproduced"
     assert verdict("60L-12L MT: Post-LN training fails") == "inconclusive"
+    assert got["60L-12L MT: Post-LN training fails"][1] == "60L-12L-post_ln: 1/1 seeds failed"  # one seed, said once
     assert verdict("18L-18L MT: B2T trains") == "reproduced"     # 1 of 3 seeds failed: the majority trained
     assert verdict("6L-6L MT: B2T w/o LN") == "not run"          # only stale and override records
     assert verdict("18L-18L at init") == "reproduced"            # 50x against 3x
@@ -108,7 +109,7 @@ def test_claims_verdicts(tmp_path):
     got = {c["claim"]: (c["verdict"], c["evidence"]) for c in evaluate_claims(tmp_path, "mini")}
     assert got["16L LM: Post-LN training fails"] == (
         "not reproduced", "wikitext103/16L-post_ln: 0/2 seeds failed; it trains but reaches 695.00 against "
-        "wikitext103/16L-b2t 219.00")
+        "wikitext103/16L-b2t 219.00 (seeds 218.00-220.00)")
     got = {c["claim"]: c["verdict"] for c in evaluate_claims(tmp_path, "mini")}
     assert got["60L-12L MT: B2T > Pre-LN on BLEU"] == "not reproduced"  # B2T failed: not a 0.00 that loses
     for fmt in ("text", "markdown", "json"):
