@@ -2,8 +2,8 @@
 
 Each job is a list of `lnrepro` arguments run as `python -m repro.cli ...` with its own log file and thread count
 (LNREPRO_THREADS, OMP_NUM_THREADS). A rich live view shows each job's state and, when the job names a run
-directory, its latest update and loss from the run's log.jsonl. Ctrl-C stops every job; their checkpoints stay,
-so running the same jobs again resumes them.
+directory, its latest update and loss from the run's log.jsonl. Ctrl-C, SIGTERM (kill, timeout, a batch system) and
+SIGHUP stop every job; their checkpoints stay, so running the same jobs again resumes them.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,6 +82,21 @@ def _start_step(job: Job, threads: int) -> None:
                                      stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def _on_stop_signals(handler) -> dict:
+    """Set `handler` for the stop signals the caller has not chosen to ignore (nohup ignores SIGHUP, and so it
+    stays ignored); returns the handlers to restore. Only the main thread may set handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS if signal.getsignal(sig) != signal.SIG_IGN}
+
+
 def run_jobs(jobs: list[Job], parallel: int, threads: int, poll_s: float = 2.0,
              on_finish: Callable[[Job], None] | None = None) -> list[Job]:
     """Run the jobs, at most `parallel` at once; returns them with state done/failed and their return codes.
@@ -94,6 +110,9 @@ def run_jobs(jobs: list[Job], parallel: int, threads: int, poll_s: float = 2.0,
     running: list[Job] = []
     quiet = bool(os.environ.get("LNREPRO_QUIET")) or not console.is_terminal
     live = None if quiet else Live(_view(jobs), console=console, refresh_per_second=1)
+    # Each job runs in a session of its own, so a signal to this process alone would leave it training, orphaned
+    # and holding its run directory's lock: SIGTERM and SIGHUP stop the jobs as Ctrl-C does.
+    restore = _on_stop_signals(_interrupt)
     try:
         if live:
             live.start()
@@ -124,6 +143,7 @@ def run_jobs(jobs: list[Job], parallel: int, threads: int, poll_s: float = 2.0,
             if live:
                 live.update(_view(jobs))
     except KeyboardInterrupt:
+        _on_stop_signals(signal.SIG_IGN)  # a second stop signal must not cut the clean-up short
         for job in running:  # the whole process group: a job's own children stop too
             os.killpg(job._proc.pid, signal.SIGTERM)
         for job in running:
@@ -134,4 +154,6 @@ def run_jobs(jobs: list[Job], parallel: int, threads: int, poll_s: float = 2.0,
     finally:
         if live:
             live.stop()
+        for sig, handler in restore.items():
+            signal.signal(sig, handler)
     return jobs

@@ -148,3 +148,45 @@ def test_plan_estimates_from_the_recipe_then_its_depth_on_this_machine_first(tmp
     summ = plan(2, "mini", 1, ["6L-6L:post_ln", "18L-18L:b2t"], tmp_path, tmp_path / "runs")
     assert (summ[0].estimate_s, summ[0].estimate_from) == (1200.0 * length / 6000, "its depth, calibration runs")
     assert summ[1].estimate_s is None  # a deeper model's cost is not guessed from the shallow grid
+
+
+def test_sigterm_stops_the_jobs_and_an_ignored_sighup_stays_ignored(tmp_path):
+    """`kill` (SIGTERM) of a running reproduce stops its jobs too; each runs in a session of its own, so it would
+    otherwise train on, orphaned, holding its run directory's lock. Under nohup (SIGHUP ignored) a closed terminal
+    stops nothing."""
+    pid_file = tmp_path / "job.pid"
+    job = tmp_path / "job.sh"  # stands in for a training: a process that waits
+    job.write_text(f"#!/bin/sh\necho $$ > {pid_file}.tmp && mv {pid_file}.tmp {pid_file}\nexec sleep 120\n")
+    job.chmod(0o755)
+    driver = tmp_path / "driver.py"
+    driver.write_text(
+        "import signal, sys\nfrom pathlib import Path\nfrom repro import launch\n"
+        "signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as nohup does\n"
+        f"sys.executable = {str(job)!r}\n"
+        f"launch.run_jobs([launch.Job('j', [['train']], Path({str(tmp_path / 'j.log')!r}))], 1, 1, poll_s=0.05)\n")
+    proc = subprocess.Popen([sys.executable, str(driver)], cwd=REPO, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        deadline = time.time() + 60
+        while not pid_file.exists() and time.time() < deadline:
+            time.sleep(0.05)
+        job_pid = int(pid_file.read_text())
+        proc.send_signal(signal.SIGHUP)
+        time.sleep(1)
+        assert proc.poll() is None
+        os.kill(job_pid, 0)  # still running
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode != 0 and b"SIGTERM" in err, err.decode()
+        try:
+            os.kill(job_pid, 0)
+            alive = True
+        except ProcessLookupError:
+            alive = False
+        assert not alive, "the job outlived the reproduce that started it"
+    finally:
+        proc.kill()
+        if pid_file.exists():
+            try:
+                os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
