@@ -1,0 +1,57 @@
+"""The README's results section shows what the committed records say: each table block and the claims block are
+the commands' own output, so a record added without regenerating them fails here."""
+
+import re
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+import repro.progress
+from repro.claims import render_claims
+from repro.tables.render import render_table, table_rows
+from repro.tables.spec import SPECS
+
+REPO = Path(__file__).resolve().parents[1]
+README = (REPO / "README.md").read_text()
+RESULTS = REPO / "results"
+
+
+def _section(heading: str) -> str:
+    """The text under the first '### ' heading that starts with `heading`, up to the next heading."""
+    m = re.search(rf"^### {re.escape(heading)}.*?$(.*?)(?=^##)", README, flags=re.M | re.S)
+    return m.group(1) if m else ""
+
+
+def _table_block(section: str, number: int) -> str:
+    """The caption line, the blank line after it and the rows: what `lnrepro table N --format markdown` prints."""
+    lines = section.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith(f"**Table {number}:")), None)
+    if start is None:
+        return ""
+    end = start + 2
+    while end < len(lines) and lines[end].startswith("|"):
+        end += 1
+    return "\n".join(lines[start:end])
+
+
+@pytest.mark.parametrize("number", sorted(SPECS))
+def test_readme_table_block_is_the_command_output(number):
+    _, _, rows = table_rows(number, "mini", RESULTS)
+    section = _section(f"Table {number} at mini scale")
+    if all(r["status"] == "not run" for r in rows):
+        assert not section, f"README shows Table {number} at mini, but no mini record fills it"
+        return
+    assert section, f"README has no '### Table {number} at mini scale' section, though records fill it"
+    expected = render_table(number, "mini", "markdown", RESULTS).strip()
+    assert _table_block(section, number) == expected, (
+        f"README's Table {number} block differs from `lnrepro table {number} --scale mini --format markdown`:\n"
+        + expected)
+
+
+def test_readme_claims_block_is_the_command_output(monkeypatch):
+    monkeypatch.setattr(repro.progress, "console", Console(stderr=True, force_terminal=False))
+    expected = render_claims(RESULTS, "mini", "text")
+    m = re.search(r"```\n(The paper's claims at scale 'mini'.*?)```", _section("Claims, as"), flags=re.S)
+    assert m, "README's claims section has no fenced `lnrepro claims --scale mini` output"
+    assert m.group(1) == expected, "README's claims block differs from `lnrepro claims --scale mini`:\n" + expected
