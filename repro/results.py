@@ -51,11 +51,32 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def cpu_id(cpuinfo: str | None = None) -> str:
+    """Vendor, family and model of the first CPU in /proc/cpuinfo (x86), or "": a virtual machine's model name
+    may be a bare "AMD EPYC", which names no generation, and generations differ in speed."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return ""
+    fields = {}
+    for line in cpuinfo.splitlines():
+        if not line.strip():
+            break  # the first processor's block
+        key, _, value = line.partition(":")
+        fields[key.strip()] = value.strip()
+    if "cpu family" not in fields:
+        return ""
+    return f"{fields.get('vendor_id', '?')} family {fields['cpu family']} model {fields.get('model', '?')}"
+
+
 def hardware(world_size: int = 1) -> dict:
     import torch  # here, not at the top: commands that train nothing start without torch
     # Two CPUs of one name can differ 2.5x in speed (AVX2 against AVX-512 kernels): record the kernels torch uses.
     info = {"platform": platform.platform(), "cpu_count": os.cpu_count(), "torch": torch.__version__,
             "world_size": world_size, "cpu": f"{cpu_model()} ({torch.backends.cpu.get_cpu_capability()})"}
+    if cpu_id():
+        info["cpu_id"] = cpu_id()
     if torch.cuda.is_available():
         info["device"] = torch.cuda.get_device_name(0)
         info["gpus"] = world_size

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from repro.cli import app
 from repro.config import resolve
 from repro.data.text import read_meta
-from repro.results import corpus_fingerprint, load_records
+from repro.results import corpus_fingerprint, cpu_id, load_records
 from repro.train import checkpoint
 from repro.train.loop import train_run
 
@@ -42,6 +42,7 @@ def test_tiny_mt_end_to_end(tiny_root, tmp_path):
     for key in ("run_id", "recipe_hash", "commit", "seed", "hardware", "started", "duration_s"):
         assert key in rec
     assert rec["hardware"]["cpu"].endswith(f"({torch.backends.cpu.get_cpu_capability()})")  # AVX2, AVX512, ...
+    assert rec["hardware"].get("cpu_id", "") == cpu_id()  # e.g. "AuthenticAMD family 25 model 17"
     corpus = tiny_root / rec["data"]["corpus"]
     assert rec["data"] == corpus_fingerprint(corpus.name, read_meta(corpus))
     csv = runner.invoke(app, ["table", "1", "--scale", "tiny", "--format", "csv", "--results", str(results)]).output
@@ -53,6 +54,13 @@ def test_tiny_mt_end_to_end(tiny_root, tmp_path):
     assert r.exit_code == 0, r.output
     sims = json.loads(fig5.read_text())["b2t"]["encoder"]
     assert len(sims) == 6 and abs(sims[0][0] - 1) < 1e-5 and abs(sims[0][1] - sims[1][0]) < 1e-6
+
+
+def test_cpu_id_names_family_and_model_of_the_first_cpu():
+    x86 = ("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\nmodel name\t: AMD EPYC\n\n"
+           "processor\t: 1\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 143\n")
+    assert cpu_id(x86) == "AuthenticAMD family 25 model 17"
+    assert cpu_id("processor\t: 0\nBogoMIPS\t: 50.00\nCPU implementer\t: 0x41\n") == ""  # Arm names no family
 
 
 def test_resume_equals_uninterrupted(tiny_root, tmp_path):
