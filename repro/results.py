@@ -75,8 +75,8 @@ def hardware(world_size: int = 1) -> dict:
     # Two CPUs of one name can differ 2.5x in speed (AVX2 against AVX-512 kernels): record the kernels torch uses.
     info = {"platform": platform.platform(), "cpu_count": os.cpu_count(), "torch": torch.__version__,
             "world_size": world_size, "cpu": f"{cpu_model()} ({torch.backends.cpu.get_cpu_capability()})"}
-    if cpu_id():
-        info["cpu_id"] = cpu_id()
+    if ident := cpu_id():
+        info["cpu_id"] = ident
     if torch.cuda.is_available():
         info["device"] = torch.cuda.get_device_name(0)
         info["gpus"] = world_size
