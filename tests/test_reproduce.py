@@ -164,11 +164,15 @@ def test_sigterm_stops_the_jobs_and_an_ignored_sighup_stays_ignored(tmp_path):
         "signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as nohup does\n"
         f"sys.executable = {str(job)!r}\n"
         f"launch.run_jobs([launch.Job('j', [['train']], Path({str(tmp_path / 'j.log')!r}))], 1, 1, poll_s=0.05)\n")
-    proc = subprocess.Popen([sys.executable, str(driver)], cwd=REPO, stderr=subprocess.PIPE, start_new_session=True)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}  # the driver imports this checkout's repro, installed or not
+    proc = subprocess.Popen([sys.executable, str(driver)], cwd=REPO, env=env, stderr=subprocess.PIPE,
+                            start_new_session=True)
     try:
         deadline = time.time() + 60
-        while not pid_file.exists() and time.time() < deadline:
+        while not pid_file.exists() and time.time() < deadline and proc.poll() is None:
             time.sleep(0.05)
+        why = "timeout" if proc.poll() is None else proc.stderr.read().decode()
+        assert pid_file.exists(), f"the job never started: {why}"
         job_pid = int(pid_file.read_text())
         proc.send_signal(signal.SIGHUP)
         time.sleep(1)
