@@ -125,6 +125,18 @@ def fixture_records(results: Path) -> None:
                                  decoder_layers=18))
 
 
+def test_a_cell_with_failed_and_trained_seeds_says_how_many_failed(tmp_path):
+    """The mean covers only the seeds that trained; the cell must not read as if every seed had."""
+    for seed, status, metrics in ((1, "failed", {}), (2, "completed", {"bleu_average": 0.5}), (3, "failed", {})):
+        write_record(tmp_path, record("18L-18L-post_ln", seed, status, metrics=metrics, reason="x",
+                                      encoder_layers=18, decoder_layers=18))
+    md = render_table(1, scale="mini", fmt="markdown", results_dir=tmp_path)
+    assert "| Post-LN |" in md and "N/A / 0.50; 2 of 3 seeds failed |" in md
+    avg = {(r["group"], r["method"]): r for r in csv_rows(1, tmp_path, scale="mini") if r["metric"] == "Average"}
+    assert (avg[("18L-18L", "post_ln")]["seeds"], avg[("18L-18L", "post_ln")]["failed_seeds"]) == ("1", "2")
+    assert (avg[("6L-6L", "b2t")]["status"], avg[("6L-6L", "b2t")]["failed_seeds"]) == ("not run", "0")
+
+
 def test_tables_render_from_fixture_records(tmp_path):
     fixture_records(tmp_path)
     rows = csv_rows(1, tmp_path, scale="mini")

@@ -70,7 +70,7 @@ def table_rows(number: int, scale: str, results_dir: Path, paper_version: str = 
                 delta = (ours["mean"] - p) if isinstance(p, float) and ours["mean"] is not None else None
                 rows.append({"table": number, "group": group, "method": method, "metric": col, "paper": p,
                              "ours": ours["mean"], "std": ours["std"], "delta": delta, "seeds": ours["seeds"],
-                             "scale": scale, "status": ours["status"],
+                             "failed_seeds": ours.get("failed_seeds", 0), "scale": scale, "status": ours["status"],
                              "recipe": f"recipes/{spec.recipe_name(group, method)}.yaml"})
     return spec, columns, rows
 
@@ -89,6 +89,8 @@ def _fmt_ours(row: dict) -> str:
     s = f"{row['ours']:.2f}"
     if row["std"] is not None:
         s += f" ± {row['std']:.2f}"
+    if row["failed_seeds"]:  # the mean above leaves them out, so say how many
+        s += f"; {row['failed_seeds']} of {row['failed_seeds'] + row['seeds']} seeds failed"
     return s
 
 
@@ -109,7 +111,7 @@ def _grid(rows: list[dict], columns: list[str]):
 
 def _caption(spec: TableSpec, scale: str, paper_version: str) -> str:
     cap = (f"Table {spec.number}: {spec.title}. Each cell: paper / ours (difference); ours at scale '{scale}', "
-           f"mean ± std over seeds.")
+           f"mean ± std over the seeds that trained.")
     if paper_version == "ja":
         cap += f" Paper values from the Japanese version ({pv.JA_TABLE_NUMBERS[spec.number]})."
     if spec.number in pv.ERRATA and paper_version == "en":
@@ -150,11 +152,12 @@ def latex(spec, columns, rows, scale, paper_version) -> str:
 def to_csv(rows: list[dict]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["table", "group", "method", "metric", "paper", "ours", "scale", "status"])
+    w.writerow(["table", "group", "method", "metric", "paper", "ours", "scale", "status", "seeds", "failed_seeds"])
     for r in rows:
         ours = "" if r["ours"] is None else f"{r['ours']:.4f}"
         paper = "" if r["paper"] is None else r["paper"] if isinstance(r["paper"], str) else f"{r['paper']:.2f}"
-        w.writerow([r["table"], r["group"], r["method"], r["metric"], paper, ours, r["scale"], r["status"]])
+        w.writerow([r["table"], r["group"], r["method"], r["metric"], paper, ours, r["scale"], r["status"],
+                    r["seeds"], r["failed_seeds"]])
     return buf.getvalue()
 
 
