@@ -139,4 +139,4 @@ def test_tiny_summarization_end_to_end(tiny_root, tmp_path):
     m = json.loads((run / "metrics.json").read_text())
     assert set(m["splits"]["test"]) == {"rouge1", "rouge2", "rougeL"}
     csv = runner.invoke(app, ["table", "2", "--scale", "tiny", "--format", "csv", "--results", str(results)]).output
-    assert any(l.startswith("2,6L-6L,b2t,R-1,38.43,") and l.endswith(",tiny,ok") for l in csv.splitlines())
+    assert any(l.startswith("2,6L-6L,b2t,R-1,38.43,") and l.endswith(",tiny,ok,1,0") for l in csv.splitlines())

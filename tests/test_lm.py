@@ -121,4 +121,4 @@ def test_tiny_lm_end_to_end(tiny_lm_root, tmp_path):
     m = json.loads((run / "metrics.json").read_text())
     assert 1 < m["splits"]["test"]["perplexity"] < 1000 and "valid" in m["splits"]
     csv = runner.invoke(app, ["table", "3", "--scale", "tiny", "--format", "csv", "--results", str(results)]).output
-    assert any(l.startswith("3,6L,b2t,Test,21.47,") and l.endswith(",tiny,ok") for l in csv.splitlines())
+    assert any(l.startswith("3,6L,b2t,Test,21.47,") and l.endswith(",tiny,ok,1,0") for l in csv.splitlines())

@@ -47,7 +47,7 @@ def test_tiny_mt_end_to_end(tiny_root, tmp_path):
     assert rec["data"] == corpus_fingerprint(corpus.name, read_meta(corpus))
     csv = runner.invoke(app, ["table", "1", "--scale", "tiny", "--format", "csv", "--results", str(results)]).output
     row = [l for l in csv.splitlines() if l.startswith("1,6L-6L,b2t,Average,")][0]
-    assert row.endswith(",tiny,ok")
+    assert row.endswith(",tiny,ok,1,0")  # one seed, none failed
     fig5 = tmp_path / "f5.json"
     r = runner.invoke(app, ["figure", "5", "--scale", "tiny", "--out", str(tmp_path / "f5.png"), "--json", str(fig5),
                             *common])
