@@ -16,6 +16,7 @@ from repro.cli import app
 from repro.data.librispeech import feature_array, prepare_librispeech, spec_augment
 from repro.data.text import PrepareError
 from repro.eval.metrics import edit_distance, wer
+from repro.results import corpus_fingerprint
 
 REPO = Path(__file__).resolve().parents[1]
 LIBRI = SHARED_DATA / "librispeech"
@@ -37,7 +38,8 @@ def test_prepare_shared_utterances_and_features_equal_fbank(speech_root):
     manifest = (out / "test-clean.tsv").read_text().splitlines()
     utt, path, text = manifest[0].split("\t")
     assert utt == "1089-134686-0000" and text.startswith("HE HOPED THERE WOULD BE STEW")
-    audio, sr = sf.read(path, dtype="float32")
+    assert path == "LibriSpeech/test-clean/1089/134686/1089-134686-0000.flac"  # below the source, wherever it is
+    audio, sr = sf.read(LIBRI / path, dtype="float32")
     ref = torchaudio.compliance.kaldi.fbank(torch.tensor(audio).unsqueeze(0) * 32768, num_mel_bins=80,
                                             sample_frequency=sr)
     ref = (ref - ref.mean(0)) / ref.std(0)
@@ -66,6 +68,18 @@ def test_prepare_again_reuses_same_utterances_and_redoes_changed_ones(tmp_path):
     assert len(feature_array(out / "test-clean.feats")) == 3
     assert len((out / "test-clean.tgt.txt").read_text().splitlines()) == 3
     assert (out / "dev-clean.feats.bin").stat().st_mtime_ns == dev_stamp
+
+
+@pytest.mark.shared_data
+def test_same_audio_prepared_from_two_folders_has_one_fingerprint(tmp_path):
+    """A run record's corpus fingerprint names the corpus, not the folder its audio was read from."""
+    metas = []
+    for place in ("a/b", "c"):
+        source = tmp_path / place / "src"
+        shutil.copytree(LIBRI / "LibriSpeech", source / "LibriSpeech")
+        metas.append(prepare_librispeech(tmp_path / place / "data", source, vocab_size=60, name="s", workers=1))
+    assert metas[0]["provenance"] != metas[1]["provenance"]
+    assert corpus_fingerprint("s", metas[0]) == corpus_fingerprint("s", metas[1])
 
 
 def test_wer_cases():

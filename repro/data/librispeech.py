@@ -8,7 +8,8 @@
 - Text: transcripts lower-cased; SentencePiece unigram (10K at paper scale) on the training transcripts.
 
 Output per split: <split>.feats.bin (float32 frames x 80) + <split>.feats.idx (frame offsets), <split>.tgt.bin/.idx
-(piece ids), <split>.tgt.txt (lower-cased transcripts), <split>.tsv (manifest); spm.model; meta.json last.
+(piece ids), <split>.tgt.txt (lower-cased transcripts), <split>.tsv (manifest: id, audio path from LibriSpeech/ on,
+transcript); spm.model; meta.json last.
 All train-* folders are merged into one split `train`; other split names are kept.
 """
 
@@ -67,6 +68,11 @@ def scan(split_dir: Path) -> list[tuple[str, Path, str]]:
     return out
 
 
+def layout_path(flac: Path) -> str:
+    """LibriSpeech/<split>/<speaker>/<chapter>/<utt>.flac: a flac's path below the folder that holds the layout."""
+    return flac.relative_to(flac.parents[4]).as_posix()
+
+
 def find_split_dirs(source: Path) -> dict[str, list[Path]]:
     """Split name -> folders, from extracted LibriSpeech/<split>/ folders under `source`."""
     found: dict[str, list[Path]] = {}
@@ -122,7 +128,9 @@ def prepare_split(out: Path, split: str, utterances: list[tuple[str, Path, str]]
         return False
     for stale in (f"{split}.feats.idx", f"{split}.tgt.idx"):  # the completion markers go first
         (out / stale).unlink(missing_ok=True)
-    write_lines_atomic(out / f"{split}.tsv", [f"{u}\t{p}\t{t}" for u, p, t in utterances])
+    # The manifest names audio by its place in the LibriSpeech layout, not by where this machine keeps it: a corpus
+    # prepared from two folders then has the same files, and so the same fingerprint in its run records.
+    write_lines_atomic(out / f"{split}.tsv", [f"{u}\t{layout_path(p)}\t{t}" for u, p, t in utterances])
     write_lines_atomic(out / f"{split}.tgt.txt", [t.lower() for _, _, t in utterances])
     writer = feature_writer(out / f"{split}.feats")
     paths = [str(p) for _, p, _ in utterances]
