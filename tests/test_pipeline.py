@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from repro.cli import app
 from repro.config import resolve
 from repro.data.text import read_meta
-from repro.results import corpus_fingerprint, cpu_id, load_records
+from repro.results import corpus_fingerprint, cpu_id, cpu_model, load_records
 from repro.train import checkpoint
 from repro.train.loop import train_run
 
@@ -37,6 +37,7 @@ def test_tiny_mt_end_to_end(tiny_root, tmp_path):
     metrics = json.loads((run / "metrics.json").read_text())
     assert "bleu" in metrics["splits"]["test"] and metrics["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:")
     assert len(metrics["checkpoints_averaged"]) == 2
+    assert metrics["eval_hardware"]["cpu"] == cpu_model() + f" ({torch.backends.cpu.get_cpu_capability()})" and metrics["eval_hardware"]["device"].startswith("cpu")
     (rec,) = load_records(results, "tiny")
     assert rec["recipe_name"] == "6L-6L-b2t" and rec["status"] == "completed" and rec["metrics"]["bleu_average"] >= 0
     for key in ("run_id", "recipe_hash", "commit", "seed", "hardware", "started", "duration_s"):

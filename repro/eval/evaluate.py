@@ -19,6 +19,7 @@ from repro.eval.generate import beam_search
 from repro.model.build import build_model
 from repro.model.cpu_paths import keep_freed_memory
 from repro.progress import console, progress_bar
+from repro.results import hardware
 from repro.train import checkpoint
 from repro.train.loop import validate
 from repro.train.tasks import batch_tokens, open_split, to_device
@@ -112,6 +113,8 @@ def evaluate_run(run_dir: Path, data_root: Path, write: bool = True) -> dict:
             result["splits"][split] = {"perplexity": ppl}
             console.print(f"{split}: perplexity {ppl:.2f}")
     result["eval_seconds"] = round(time.time() - t0, 1)
+    # The record's `hardware` is the training machine's; a run may be evaluated elsewhere (on a CPU beside its GPU).
+    result["eval_hardware"] = hardware()
     if write:
         tmp = run_dir / "metrics.json.tmp"
         tmp.write_text(json.dumps(result, indent=2) + "\n")
