@@ -320,6 +320,23 @@ def claims(scale: str = typer.Option("mini", "--scale", help="Whose records to j
 
 
 @app.command()
+def runs(scale: str = typer.Option("mini", "--scale", help="Whose records to list."),
+         fmt: str = typer.Option("text", "--format", help="text, markdown, csv or json."),
+         results: Path = typer.Option(Path("results"), "--results", help="Folder of run records.")):
+    """List the runs behind the tables: status, updates, training and evaluation time, machine, start, commit.
+
+    Example: lnrepro runs --scale mini --format markdown
+    """
+    from repro.tables.runs import render_runs
+    try:
+        out = render_runs(results, scale, fmt)
+    except ValueError as e:
+        fail(str(e))
+    if out is not None:
+        print(out, end="")
+
+
+@app.command()
 def reproduce(table_number: int = typer.Argument(..., metavar="TABLE", help="Table 1-6, 9 or 10."),
               scale: str = typer.Option("paper", "--scale", help="paper, mini or tiny."),
               seeds: int = typer.Option(1, "--seeds", help="Seeds 1..N per cell."),

@@ -10,6 +10,7 @@ from rich.console import Console
 import repro.progress
 from repro.claims import render_claims
 from repro.tables.render import render_table, table_rows
+from repro.tables.runs import render_runs
 from repro.tables.spec import SPECS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -55,3 +56,18 @@ def test_readme_claims_block_is_the_command_output(monkeypatch):
     m = re.search(r"```\n(The paper's claims at scale 'mini'.*?)```", _section("Claims, as"), flags=re.S)
     assert m, "README's claims section has no fenced `lnrepro claims --scale mini` output"
     assert m.group(1) == expected, "README's claims block differs from `lnrepro claims --scale mini`:\n" + expected
+
+
+def test_readme_runs_block_is_the_command_output():
+    """The list of runs made is `lnrepro runs`'s own: a record added without it, or a run named but not recorded,
+    fails here."""
+    section = README.split("## Results at reduced scale", 1)[-1]
+    lines = section.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("**Runs at scale 'mini'")), None)
+    assert start is not None, "README's results section has no `lnrepro runs --scale mini --format markdown` block"
+    end = start + 2
+    while end < len(lines) and lines[end].startswith("|"):
+        end += 1
+    expected = render_runs(RESULTS, "mini", "markdown").strip()
+    assert "\n".join(lines[start:end]) == expected, (
+        "README's runs block differs from `lnrepro runs --scale mini --format markdown`:\n" + expected)

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from repro.cli import app
 from repro.results import current_hash, write_record
 from repro.tables.render import FORMATS, render_table
+from repro.tables.runs import render_runs
 
 GOLDEN = Path(__file__).parent / "golden"
 runner = CliRunner()
@@ -193,3 +194,28 @@ def test_piped_output_at_80_columns_never_truncates(tmp_path):
         text = out.stdout + out.stderr
         assert "…" not in text and text.strip(), args
     assert "B2T connection" in text or "B2T" in text
+
+
+def test_runs_lists_every_current_record_with_its_machine_and_times(tmp_path):
+    fixture_records(tmp_path)
+    xeon = {"cpu": "Intel Xeon (AVX512)", "cpu_id": "GenuineIntel family 6 model 207", "cpu_count": 16, "gpus": 0}
+    write_record(tmp_path, record("6L-6L-pre_ln", 2, metrics={"bleu_average": 19.5, "eval_seconds": 49.6,
+                                                              "eval_hardware": xeon},
+                                  hardware={"device": "NVIDIA H100 80GB HBM3", "gpus": 1, "cpu_count": 16},
+                                  duration_s=290.0, segments=[{"from_update": 0}, {"from_update": 50}]))
+    stale = record("6L-6L-post_ln", 1, metrics={"bleu_average": 1.0})
+    write_record(tmp_path, {**stale, "recipe_hash": "0ld0ld0ld0ld"})  # another recipe version: not listed
+    md = render_runs(tmp_path, "mini", "markdown")
+    lines = [line for line in md.splitlines() if line.startswith("| ") and "Recipe" not in line]
+    assert [line.split(" | ")[0:3] for line in lines] == [
+        ["| 18L-18L-post_ln", "1", "failed"], ["| 6L-6L-b2t", "1", "completed"], ["| 6L-6L-b2t", "2", "completed"],
+        ["| 6L-6L-pre_ln", "1", "completed"], ["| 6L-6L-pre_ln", "2", "completed"]]
+    h100 = lines[-1].split(" | ")
+    assert h100[4:8] == ["5 min", "50 s on Intel Xeon (AVX512), GenuineIntel family 6 model 207, 16 cores",
+                         "1 x NVIDIA H100 80GB HBM3, 16 cores", "2"]
+    assert lines[0].split(" | ")[4:7] == ["60 min", "none", "cpu, ? cores"]
+    rows = json.loads(render_runs(tmp_path, "mini", "json"))["rows"]
+    assert rows[-1]["training_s"] == 290.0 and rows[0]["reason"] == "loss stopped improving"
+    result = runner.invoke(app, ["runs", "--scale", "mini", "--format", "csv", "--results", str(tmp_path)])
+    assert result.exit_code == 0 and len(result.output.strip().splitlines()) == 6
+    assert runner.invoke(app, ["runs", "--format", "docx", "--results", str(tmp_path)]).exit_code == 2
