@@ -219,3 +219,18 @@ def test_runs_lists_every_current_record_with_its_machine_and_times(tmp_path):
     result = runner.invoke(app, ["runs", "--scale", "mini", "--format", "csv", "--results", str(tmp_path)])
     assert result.exit_code == 0 and len(result.output.strip().splitlines()) == 6
     assert runner.invoke(app, ["runs", "--format", "docx", "--results", str(tmp_path)]).exit_code == 2
+
+
+def test_table8_keeps_cpu_generations_apart(tmp_path):
+    """Two CPUs of one name and kernels (a Zen 4 and a Zen 5 "AMD EPYC (AVX512)") get rows of their own."""
+    for seed, model, hours in ((1, "17", 1.0), (2, "17", 2.0), (3, "2", 5.0)):
+        hw = {"cpu": "AMD EPYC (AVX512)", "cpu_id": f"AuthenticAMD family 25 model {model}", "cpu_count": 2,
+              "gpus": 0}
+        write_record(tmp_path, record("6L-6L-b2t", seed, metrics={"bleu_average": 20.0}, encoder_layers=6,
+                                      decoder_layers=6, hardware=hw, duration_s=hours * 3600))
+    mt6 = [(r["method"], r["ours"]) for r in csv_rows(8, tmp_path, scale="mini")
+           if r["group"] == "mt" and r["method"].startswith("6L-6L")]
+    assert mt6 == [("6L-6L (2 runs)", "0 (CPU: AMD EPYC (AVX512), AuthenticAMD family 25 model 17, 2 cores)"),
+                   ("6L-6L (2 runs)", "1.5000"),
+                   ("6L-6L (1 run)", "0 (CPU: AMD EPYC (AVX512), AuthenticAMD family 25 model 2, 2 cores)"),
+                   ("6L-6L (1 run)", "5.0000")]

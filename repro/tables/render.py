@@ -249,10 +249,12 @@ def table7_rows() -> list[dict]:
 
 
 def machine(hardware: dict) -> str:
-    """Where a run trained, in words: its GPUs by name, or 0 and the CPU (a CPU run's #GPU is 0, not missing)."""
+    """Where a run trained, in words: its GPUs by name, or 0 and the CPU (a CPU run's #GPU is 0, not missing), with
+    its family and model where the record has them: one CPU name ("AMD EPYC") can hide generations of different
+    speed, and hours are never averaged over machines."""
     if hardware.get("gpus"):
         return f"{hardware['gpus']} x {hardware.get('device', 'GPU')}"
-    cpu = hardware.get("cpu") or hardware.get("device") or "CPU"
+    cpu = ", ".join(x for x in (hardware.get("cpu") or hardware.get("device") or "CPU", hardware.get("cpu_id")) if x)
     return f"0 (CPU: {cpu}, {hardware.get('cpu_count', '?')} cores)"
 
 
