@@ -322,14 +322,16 @@ def claims(scale: str = typer.Option("mini", "--scale", help="Whose records to j
 @app.command()
 def runs(scale: str = typer.Option("mini", "--scale", help="Whose records to list."),
          fmt: str = typer.Option("text", "--format", help="text, markdown, csv or json."),
+         missing: bool = typer.Option(False, "--missing", help="List the runs still to make instead: the seeds each "
+                                      "cell needs (three for Table 1 and the cells claims compare) with no record."),
          results: Path = typer.Option(Path("results"), "--results", help="Folder of run records.")):
     """List the runs behind the tables: status, updates, training and evaluation time, machine, start, commit.
 
-    Example: lnrepro runs --scale mini --format markdown
+    Example: lnrepro runs --scale mini --format markdown; lnrepro runs --scale mini --missing
     """
-    from repro.tables.runs import render_runs
+    from repro.tables.runs import render_missing, render_runs
     try:
-        out = render_runs(results, scale, fmt)
+        out = render_missing(results, scale, fmt) if missing else render_runs(results, scale, fmt)
     except ValueError as e:
         fail(str(e))
     if out is not None:

@@ -1,7 +1,8 @@
-"""Every run behind a scale's tables, one row per record: what it was, how it ended, where and how long it ran.
+"""Every run behind a scale's tables, one row per record: what it was, how it ended, where and how long it ran;
+and the runs still missing, by the seeds each cell needs.
 
-Read from the records alone (the current recipe's, as tables read them), so the list of runs made can never
-disagree with the numbers the tables show.
+Read from the records alone (the current recipe's, as tables read them), so the lists of runs made and still to
+make can never disagree with the numbers the tables show.
 """
 
 from __future__ import annotations
@@ -12,10 +13,17 @@ import json
 from pathlib import Path
 
 from repro.results import current_records
+from repro.tables.spec import SPECS, TITLES
 
 RUN_FORMATS = ("text", "markdown", "csv", "json")
 COLUMNS = ("Recipe", "Seed", "Status", "Updates", "Training", "Evaluation", "Machine", "Stretches", "Started",
            "Commit")
+
+
+# Seeds a cell needs: three for every cell of Table 1 and every cell a claim compares (a comparison on one seed, or
+# on overlapping seed ranges, is inconclusive), one elsewhere.
+SEEDS_COMPARED, SEEDS_ELSEWHERE = 3, 1
+ALL_SEEDS_TABLES = (1,)
 
 
 def where(hardware: dict) -> str:
@@ -86,3 +94,59 @@ def render_runs(results_dir: Path, scale: str, fmt: str = "text") -> str | None:
         return render_runs(results_dir, scale, "markdown")  # piped or narrow: never truncate
     console.print(table)
     return None
+
+
+def compared_cells() -> set[str]:
+    """The recipes the claims compare or judge (the figure-3 claim reads figure data, not a cell)."""
+    from repro.claims import CLAIMS
+    return {name for c in CLAIMS if c.kind != "figure3" for name in (c.a, *c.b.split(",")) if name}
+
+
+def missing_runs(results_dir: Path, scale: str) -> list[dict]:
+    """Each cell short of the seeds it needs, under the first table that holds it (18L-18L B2T is Tables 1, 5
+    and 9's): its table, group, method, recipe, the seeds with no record of the current recipe, and the
+    `lnrepro reproduce` command that makes them (done seeds are skipped by it)."""
+    current, _ = current_records(results_dir, scale)
+    compared = compared_cells()
+    seen, out = set(), []
+    for number, spec in sorted(SPECS.items()):
+        for group, methods in spec.groups.items():
+            for method in methods:
+                name = spec.recipe_name(group, method)
+                if name in seen:
+                    continue
+                seen.add(name)
+                needed = SEEDS_COMPARED if number in ALL_SEEDS_TABLES or name in compared else SEEDS_ELSEWHERE
+                have = {r["seed"] for r in current.get(name, [])}
+                seeds = [s for s in range(1, needed + 1) if s not in have]
+                if seeds:
+                    out.append({"table": number, "group": group, "method": method, "recipe": name,
+                                "seeds": seeds, "needed": needed,
+                                "command": f"lnrepro reproduce {number} --scale {scale} --seeds {max(seeds)} "
+                                           f"--cells {group}:{method}"})
+    return out
+
+
+def render_missing(results_dir: Path, scale: str, fmt: str = "text") -> str:
+    """The missing runs as a Markdown list (text and markdown alike: it reads the same piped), or JSON/CSV."""
+    if fmt not in RUN_FORMATS:
+        raise ValueError(f"--format {fmt!r}: expected one of {', '.join(RUN_FORMATS)}")
+    rows = missing_runs(results_dir, scale)
+    if fmt == "json":
+        return json.dumps({"scale": scale, "rows": rows}, indent=2) + "\n"
+    if fmt == "csv":
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(["table", "group", "method", "recipe", "seeds", "needed", "command"])
+        for r in rows:
+            writer.writerow([r["table"], r["group"], r["method"], r["recipe"], " ".join(map(str, r["seeds"])),
+                             r["needed"], r["command"]])
+        return buf.getvalue()
+    count = sum(len(r["seeds"]) for r in rows)
+    head = (f"**Still to run at scale '{scale}': {count} runs** (three seeds for Table 1 and every cell a claim "
+            f"compares, one elsewhere)")
+    if not rows:
+        return head + "\n\nnone\n"
+    lines = [f"- Table {r['table']}, {r['group']} {TITLES[r['method']]}: seed{'s' if len(r['seeds']) > 1 else ''} "
+             f"{', '.join(map(str, r['seeds']))} of {r['needed']} (`{r['command']}`)" for r in rows]
+    return "\n".join([head, "", *lines]) + "\n"
