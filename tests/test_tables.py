@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from repro.cli import app
 from repro.results import current_hash, write_record
 from repro.tables.render import FORMATS, render_table
-from repro.tables.runs import render_runs
+from repro.tables.runs import missing_runs, render_missing, render_runs
 
 GOLDEN = Path(__file__).parent / "golden"
 runner = CliRunner()
@@ -234,3 +234,22 @@ def test_table8_keeps_cpu_generations_apart(tmp_path):
                    ("6L-6L (2 runs)", "1.5000"),
                    ("6L-6L (1 run)", "0 (CPU: AMD EPYC (AVX512), AuthenticAMD family 25 model 2, 2 cores)"),
                    ("6L-6L (1 run)", "5.0000")]
+
+
+def test_runs_missing_lists_each_cell_short_of_its_seeds_once(tmp_path):
+    fixture_records(tmp_path)  # 6L-6L B2T seeds 1-2, Pre-LN seed 1, 18L-18L Post-LN seed 1 (failed: a run made)
+    rows = {(r["table"], r["recipe"]): (r["seeds"], r["needed"]) for r in missing_runs(tmp_path, "mini")}
+    assert rows[(1, "6L-6L-post_ln")] == ([1, 2, 3], 3)
+    assert rows[(1, "6L-6L-pre_ln")] == ([2, 3], 3)
+    assert rows[(1, "6L-6L-b2t")] == ([3], 3)
+    assert rows[(1, "18L-18L-post_ln")] == ([2, 3], 3)
+    assert rows[(5, "18L-18L-dlcl")] == ([1, 2, 3], 3)        # Table 5's claim compares it
+    assert rows[(5, "6L-6L-dlcl")] == ([1], 1)                # no claim: one seed
+    assert rows[(6, "gigaword/18L-18L-admin")] == ([1], 1)
+    assert rows[(9, "6L-6L-b2t_noln")] == ([1, 2, 3], 3)      # Table 9's claim
+    assert [t for t, name in rows if name == "6L-6L-b2t"] == [1]  # listed under its first table only
+    text = render_missing(tmp_path, "mini", "markdown")
+    assert "- Table 1, 6L-6L B2T connection: seed 3 of 3 (`lnrepro reproduce 1 --scale mini --seeds 3 --cells " \
+           "6L-6L:b2t`)" in text.splitlines()
+    result = runner.invoke(app, ["runs", "--missing", "--format", "json", "--results", str(tmp_path)])
+    assert result.exit_code == 0 and len(json.loads(result.output)["rows"]) == len(rows)
