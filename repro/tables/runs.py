@@ -23,7 +23,7 @@ COLUMNS = ("Recipe", "Seed", "Status", "Updates", "Training", "Evaluation", "Mac
 # Seeds a cell needs: three for every cell of Table 1 and every cell a claim compares (a comparison on one seed, or
 # on overlapping seed ranges, is inconclusive), one elsewhere.
 SEEDS_COMPARED, SEEDS_ELSEWHERE = 3, 1
-ALL_SEEDS_TABLES = (1,)
+THREE_SEED_TABLES = (1,)
 
 
 def where(hardware: dict) -> str:
@@ -116,7 +116,7 @@ def missing_runs(results_dir: Path, scale: str) -> list[dict]:
                 if name in seen:
                     continue
                 seen.add(name)
-                needed = SEEDS_COMPARED if number in ALL_SEEDS_TABLES or name in compared else SEEDS_ELSEWHERE
+                needed = SEEDS_COMPARED if number in THREE_SEED_TABLES or name in compared else SEEDS_ELSEWHERE
                 have = {r["seed"] for r in current.get(name, [])}
                 seeds = [s for s in range(1, needed + 1) if s not in have]
                 if seeds:
