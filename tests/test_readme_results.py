@@ -24,16 +24,20 @@ def _section(heading: str) -> str:
     return m.group(1) if m else ""
 
 
-def _table_block(section: str, number: int) -> str:
-    """The caption line, the blank line after it and the rows: what `lnrepro table N --format markdown` prints."""
-    lines = section.splitlines()
-    start = next((i for i, line in enumerate(lines) if line.startswith(f"**Table {number}:")), None)
+def _block(text: str, caption: str, row: str = "|") -> str:
+    """A command's Markdown output as the README holds it: the caption line starting with `caption`, the blank line
+    after it and the lines starting with `row` that follow ("" when there is no such caption)."""
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith(caption)), None)
     if start is None:
         return ""
     end = start + 2
-    while end < len(lines) and lines[end].startswith("|"):
+    while end < len(lines) and lines[end].startswith(row):
         end += 1
     return "\n".join(lines[start:end])
+
+
+RESULTS_SECTION = README.split("## Results at reduced scale", 1)[-1]
 
 
 @pytest.mark.parametrize("number", sorted(SPECS))
@@ -45,7 +49,7 @@ def test_readme_table_block_is_the_command_output(number):
         return
     assert section, f"README has no '### Table {number} at mini scale' section, though records fill it"
     expected = render_table(number, "mini", "markdown", RESULTS).strip()
-    assert _table_block(section, number) == expected, (
+    assert _block(section, f"**Table {number}:") == expected, (
         f"README's Table {number} block differs from `lnrepro table {number} --scale mini --format markdown`:\n"
         + expected)
 
@@ -61,27 +65,17 @@ def test_readme_claims_block_is_the_command_output(monkeypatch):
 def test_readme_runs_block_is_the_command_output():
     """The list of runs made is `lnrepro runs`'s own: a record added without it, or a run named but not recorded,
     fails here."""
-    section = README.split("## Results at reduced scale", 1)[-1]
-    lines = section.splitlines()
-    start = next((i for i, line in enumerate(lines) if line.startswith("**Runs at scale 'mini'")), None)
-    assert start is not None, "README's results section has no `lnrepro runs --scale mini --format markdown` block"
-    end = start + 2
-    while end < len(lines) and lines[end].startswith("|"):
-        end += 1
+    block = _block(RESULTS_SECTION, "**Runs at scale 'mini'")
+    assert block, "README's results section has no `lnrepro runs --scale mini --format markdown` block"
     expected = render_runs(RESULTS, "mini", "markdown").strip()
-    assert "\n".join(lines[start:end]) == expected, (
-        "README's runs block differs from `lnrepro runs --scale mini --format markdown`:\n" + expected)
+    assert block == expected, "README's runs block differs from `lnrepro runs --scale mini --format markdown`:\n" + expected
 
 
 def test_readme_still_to_run_is_the_command_output():
     """What is missing is listed as `lnrepro runs --missing` finds it: a run recorded but still listed, or a cell
     short of its seeds but not listed, fails here."""
-    lines = README.split("## Results at reduced scale", 1)[-1].splitlines()
-    start = next((i for i, line in enumerate(lines) if line.startswith("**Still to run at scale 'mini'")), None)
-    assert start is not None, "README's results section has no `lnrepro runs --scale mini --missing` block"
-    end = start + 2
-    while end < len(lines) and lines[end].startswith("- "):
-        end += 1
+    block = _block(RESULTS_SECTION, "**Still to run at scale 'mini'", row="- ")
+    assert block, "README's results section has no `lnrepro runs --scale mini --missing` block"
     expected = render_missing(RESULTS, "mini", "markdown").strip()
-    assert "\n".join(lines[start:end]) == expected, (
+    assert block == expected, (
         "README's still-to-run block differs from `lnrepro runs --scale mini --missing --format markdown`:\n" + expected)
