@@ -68,7 +68,8 @@ def test_readme_runs_block_is_the_command_output():
     block = _block(RESULTS_SECTION, "**Runs at scale 'mini'")
     assert block, "README's results section has no `lnrepro runs --scale mini --format markdown` block"
     expected = render_runs(RESULTS, "mini", "markdown").strip()
-    assert block == expected, "README's runs block differs from `lnrepro runs --scale mini --format markdown`:\n" + expected
+    assert block == expected, (
+        "README's runs block differs from `lnrepro runs --scale mini --format markdown`:\n" + expected)
 
 
 def test_readme_still_to_run_is_the_command_output():
@@ -78,4 +79,4 @@ def test_readme_still_to_run_is_the_command_output():
     assert block, "README's results section has no `lnrepro runs --scale mini --missing` block"
     expected = render_missing(RESULTS, "mini", "markdown").strip()
     assert block == expected, (
-        "README's still-to-run block differs from `lnrepro runs --scale mini --missing --format markdown`:\n" + expected)
+        "README's still-to-run block differs from `lnrepro runs --scale mini --missing`:\n" + expected)
