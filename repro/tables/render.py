@@ -14,6 +14,7 @@ from pathlib import Path
 from repro.config import RecipeError, resolve
 from repro.results import current_records, recipes_dir
 from repro.tables import paper_values as pv
+from repro.tables.runs import where
 from repro.tables.spec import SPECS, TITLES, TableSpec
 
 LOWER_IS_BETTER = {"lm", "asr"}
@@ -254,8 +255,7 @@ def machine(hardware: dict) -> str:
     speed, and hours are never averaged over machines."""
     if hardware.get("gpus"):
         return f"{hardware['gpus']} x {hardware.get('device', 'GPU')}"
-    cpu = ", ".join(x for x in (hardware.get("cpu") or hardware.get("device") or "CPU", hardware.get("cpu_id")) if x)
-    return f"0 (CPU: {cpu}, {hardware.get('cpu_count', '?')} cores)"
+    return f"0 (CPU: {where(hardware)})"
 
 
 def table8_rows(results_dir: Path, scale: str) -> list[dict]:
