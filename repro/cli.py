@@ -39,6 +39,13 @@ def check_folder(path: Path, option: str) -> None:
             return
 
 
+def check_scale(scale: str) -> None:
+    """--scale must name a scale of the ladder: an unknown one would read no records and print empty tables."""
+    from repro.config import SCALES
+    if scale not in SCALES:
+        fail(f"--scale {scale!r}: expected one of {', '.join(SCALES)}")
+
+
 def set_threads(threads: int | None) -> None:
     """--threads, else $LNREPRO_THREADS (set by `calibrate`/`reproduce` for their jobs), else torch's default."""
     threads = threads or int(os.environ.get("LNREPRO_THREADS", "0") or 0)
@@ -231,6 +238,7 @@ def table(number: int = typer.Argument(..., help="Table number, 1 to 10."),
 
     Example: lnrepro table 1 --scale mini --format markdown
     """
+    check_scale(scale)
     from repro.tables.render import render_table
     try:
         out = render_table(number, scale=scale, fmt=fmt, results_dir=results, paper_version=paper_version)
@@ -254,6 +262,7 @@ def figure(number: int = typer.Argument(..., help="Figure number: 3, 4 and 7 nee
 
     Example: lnrepro figure 3 --out fig3.png --json fig3.json
     """
+    check_scale(scale)
     out = out or Path("figures") / f"figure{number}.png"
     try:
         if number in (3, 4, 7):
@@ -310,6 +319,7 @@ def claims(scale: str = typer.Option("mini", "--scale", help="Whose records to j
 
     Example: lnrepro claims --scale mini --format markdown
     """
+    check_scale(scale)
     from repro.claims import render_claims
     try:
         out = render_claims(results, scale, fmt)
@@ -329,6 +339,7 @@ def runs(scale: str = typer.Option("mini", "--scale", help="Whose records to lis
 
     Example: lnrepro runs --scale mini --format markdown; lnrepro runs --scale mini --missing
     """
+    check_scale(scale)
     from repro.tables.runs import render_missing, render_runs
     try:
         out = render_missing(results, scale, fmt) if missing else render_runs(results, scale, fmt)
@@ -360,9 +371,7 @@ def reproduce(table_number: int = typer.Argument(..., metavar="TABLE", help="Tab
     Example: lnrepro reproduce 1 --scale mini --seeds 3 --jobs 16
     """
     from repro import reproduce as rp
-    from repro.config import SCALES
-    if scale not in SCALES:
-        fail(f"--scale {scale!r}: expected one of {', '.join(SCALES)}")
+    check_scale(scale)
     if launcher not in ("local", "slurm", "submitit-local"):
         fail(f"--launcher {launcher!r}: expected local, slurm or submitit-local")
     if jobs < 1:

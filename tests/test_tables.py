@@ -185,6 +185,15 @@ def test_unknown_table_and_format(tmp_path):
     assert runner.invoke(app, ["table", "3", "--paper", "ja"]).exit_code == 2
 
 
+@pytest.mark.parametrize("args", [["table", "1"], ["claims"], ["runs"], ["runs", "--missing"], ["figure", "1"],
+                                  ["reproduce", "1", "--plan"]])
+def test_an_unknown_scale_is_refused_in_one_line(args, tmp_path):
+    """A misspelt scale would read no records and print empty tables and "not run" claims as if nothing ran."""
+    result = runner.invoke(app, [*args, "--scale", "mimi", "--results", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines()[-1] == "error: --scale 'mimi': expected one of paper, mini, tiny"
+
+
 def test_piped_output_at_80_columns_never_truncates(tmp_path):
     fixture_records(tmp_path)
     env = {**os.environ, "COLUMNS": "80"}
