@@ -86,6 +86,16 @@ def hardware(world_size: int = 1) -> dict:
     return info
 
 
+def where(hardware: dict) -> str:
+    """A machine in words: its GPUs by name, or its CPU with the vector kernels torch used and the family/model
+    (one CPU name can hide generations of different speed), with the core count."""
+    cores = f"{hardware.get('cpu_count', '?')} cores"
+    if hardware.get("gpus"):
+        return f"{hardware['gpus']} x {hardware.get('device', 'GPU')}, {cores}"
+    cpu = hardware.get("cpu") or hardware.get("device") or "CPU"
+    return ", ".join(part for part in (cpu, hardware.get("cpu_id", ""), cores) if part)
+
+
 def corpus_fingerprint(corpus: str, meta: dict) -> dict:
     """The prepared corpus a run trained on: its name and a hash of meta.json's file list (names, sizes, and the
     checksums it keeps for files up to 16 MB), so one corpus prepared from two paths gives one fingerprint. Left

@@ -12,9 +12,8 @@ import statistics
 from pathlib import Path
 
 from repro.config import RecipeError, resolve
-from repro.results import current_records, recipes_dir
+from repro.results import current_records, recipes_dir, where
 from repro.tables import paper_values as pv
-from repro.tables.runs import where
 from repro.tables.spec import SPECS, TITLES, TableSpec
 
 LOWER_IS_BETTER = {"lm", "asr"}

@@ -12,28 +12,18 @@ import io
 import json
 from pathlib import Path
 
-from repro.results import current_records
+from repro.claims import CLAIMS
+from repro.results import current_records, where
 from repro.tables.spec import SPECS, TITLES
 
 RUN_FORMATS = ("text", "markdown", "csv", "json")
 COLUMNS = ("Recipe", "Seed", "Status", "Updates", "Training", "Evaluation", "Machine", "Stretches", "Started",
            "Commit")
 
-
 # Seeds a cell needs: three for every cell of Table 1 and every cell a claim compares (a comparison on one seed, or
 # on overlapping seed ranges, is inconclusive), one elsewhere.
 SEEDS_COMPARED, SEEDS_ELSEWHERE = 3, 1
 THREE_SEED_TABLES = (1,)
-
-
-def where(hardware: dict) -> str:
-    """A machine in words: its GPUs by name, or its CPU with the vector kernels torch used and the family/model
-    (one CPU name can hide generations of different speed), with the core count."""
-    cores = f"{hardware.get('cpu_count', '?')} cores"
-    if hardware.get("gpus"):
-        return f"{hardware['gpus']} x {hardware.get('device', 'GPU')}, {cores}"
-    cpu = hardware.get("cpu") or hardware.get("device") or "CPU"
-    return ", ".join(part for part in (cpu, hardware.get("cpu_id", ""), cores) if part)
 
 
 def run_rows(results_dir: Path, scale: str) -> list[dict]:
@@ -98,7 +88,6 @@ def render_runs(results_dir: Path, scale: str, fmt: str = "text") -> str | None:
 
 def compared_cells() -> set[str]:
     """The recipes the claims compare or judge (the figure-3 claim reads figure data, not a cell)."""
-    from repro.claims import CLAIMS
     return {name for c in CLAIMS if c.kind != "figure3" for name in (c.a, *c.b.split(",")) if name}
 
 
