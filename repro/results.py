@@ -73,8 +73,10 @@ def cpu_id(cpuinfo: str | None = None) -> str:
 def hardware(world_size: int = 1) -> dict:
     import torch  # here, not at the top: commands that train nothing start without torch
     # Two CPUs of one name can differ 2.5x in speed (AVX2 against AVX-512 kernels): record the kernels torch uses.
-    info = {"platform": platform.platform(), "cpu_count": os.cpu_count(), "torch": torch.__version__,
-            "world_size": world_size, "cpu": f"{cpu_model()} ({torch.backends.cpu.get_cpu_capability()})"}
+    # One machine's pace also differs with the threads torch was given (--threads), so they are kept too.
+    info = {"platform": platform.platform(), "cpu_count": os.cpu_count(), "threads": torch.get_num_threads(),
+            "torch": torch.__version__, "world_size": world_size,
+            "cpu": f"{cpu_model()} ({torch.backends.cpu.get_cpu_capability()})"}
     if ident := cpu_id():
         info["cpu_id"] = ident
     if torch.cuda.is_available():

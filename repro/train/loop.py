@@ -251,11 +251,12 @@ def _train(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: boo
     status = {"status": "running", "reason": "", "step": step, "started": now(), "commit": git_commit(),
               "hardware": hardware(d.world), "update_freq": update_freq, "data": corpus_fingerprint(r.data.corpus, meta)}
     # A run resumed on another day, commit or machine keeps one entry per stretch of training, so its record says
-    # where every update was made; the first entry's start is the run's.
+    # where every update was made and at what pace (its seconds, and its hardware with the CPU threads); the first
+    # entry's start is the run's.
     earlier = state.get("segments", []) if state is not None else []
     this_segment = {"started": status["started"], "commit": status["commit"], "hardware": status["hardware"],
                     "from_update": step}
-    segments = lambda: earlier + [{**this_segment, "to_update": step}]
+    segments = lambda: earlier + [{**this_segment, "to_update": step, "duration_s": round(time.time() - t0, 1)}]
     if earlier:
         status["started"] = earlier[0]["started"]
     t0 = time.time()
