@@ -83,7 +83,7 @@ def test_resume_equals_uninterrupted(tiny_root, tmp_path):
     assert resumed["started"] == first["started"] <= second["started"] and second["commit"] == resumed["commit"]
     # ...and each stretch's pace: its seconds (together the run's) and the CPU threads it trained with.
     assert first["hardware"]["threads"] == second["hardware"]["threads"] == torch.get_num_threads()
-    assert 0 < first["duration_s"] and 0 < second["duration_s"]
+    assert first["duration_s"] >= 0 and second["duration_s"] >= 0  # a tiny stretch can round to 0.0
     assert abs(first["duration_s"] + second["duration_s"] - resumed["duration_s"]) <= 0.2
     assert [(s["from_update"], s["to_update"]) for s in full["segments"]] == [(0, 6)]
     from repro.cli import run_record
