@@ -57,7 +57,11 @@ def parse_cells(table: int, cells: list[str]) -> list[tuple[str, str]]:
     return chosen
 
 
-def plan(table: int, scale: str, seeds: int, cells: list[str], results_dir: Path, runs_dir: Path) -> list[PlannedRun]:
+def plan(table: int, scale: str, seeds: int, cells: list[str], results_dir: Path, runs_dir: Path, jobs: int = 1,
+         threads: int | None = None) -> list[PlannedRun]:
+    """The table's runs with their state and cost. `jobs` and `threads` are the local launcher's: each run gets
+    `threads` CPU threads, else the cores divided among the runs that go at once, and a cost is first read from
+    earlier stretches of training at that many threads on this machine (a run's pace differs with its threads)."""
     if table not in SPECS:
         raise ValueError(f"table {table}: tables 1-6, 9 and 10 are made of runs (7 and 8 are rendered from "
                          f"recipes and records)")
@@ -75,14 +79,18 @@ def plan(table: int, scale: str, seeds: int, cells: list[str], results_dir: Path
         name = spec.recipe_name(group, method)
         if current_hash(name, scale) is None:
             raise ValueError(f"recipes/{name}.yaml: no {scale!r} scale in this recipe")
-        durations, source = estimate(name, pools)
         for seed in range(1, seeds + 1):
-            run = PlannedRun(name, scale, seed, runs_dir / f"{name.replace('/', '-')}-{scale}-s{seed}",
-                             estimate_s=statistics.fmean(durations) if durations else None, estimate_from=source)
+            run = PlannedRun(name, scale, seed, runs_dir / f"{name.replace('/', '-')}-{scale}-s{seed}")
             run.state, run.detail = run_state(run, results_dir)
-            if run.estimate_s and run.state == "partial":
-                run.estimate_s *= 1 - trained_fraction(run)  # the time still to go, not the whole run's
             out.append(run)
+    from repro.launch import default_threads
+    todo = sum(r.state != "done" for r in out)
+    rates = stretch_rates(mine(timed), threads or default_threads(min(jobs, max(todo, 1))))
+    for run in out:
+        durations, source = estimate(run.recipe_name, scale, rates, pools)
+        run.estimate_s, run.estimate_from = (statistics.fmean(durations) if durations else None), source
+        if run.estimate_s and run.state == "partial":
+            run.estimate_s *= 1 - trained_fraction(run)  # the time still to go, not the whole run's
     return out
 
 
@@ -91,11 +99,33 @@ def machine(hw: dict) -> tuple:
     return hw.get("device"), hw.get("cpu"), hw.get("cpu_count")
 
 
-def estimate(name: str, pools: tuple) -> tuple[list[float], str]:
+def stretch_rates(records: list[dict], threads: int) -> tuple[int, list[tuple[str, float]]]:
+    """(recipe name, seconds per update) of every stretch of training in `records` made with `threads` CPU threads:
+    a resumed run's stretches one by one (each keeps its threads and seconds), an unresumed run whole. Records of
+    before threads were kept have none to match."""
+    rates = []
+    for rec in records:
+        for part in rec.get("segments") or [{**rec, "from_update": 0, "to_update": rec.get("updates")}]:
+            updates = (part.get("to_update") or 0) - (part.get("from_update") or 0)
+            if part.get("hardware", {}).get("threads") == threads and part.get("duration_s") and updates > 0:
+                rates.append((rec["recipe_name"], part["duration_s"] / updates))
+    return threads, rates
+
+
+def estimate(name: str, scale: str, rates: tuple[int, list], pools: tuple) -> tuple[list[float], str]:
     """Durations that stand for recipe `name`'s cost, and whence: its own runs, then the other methods of its task
-    and depth (they cost about the same: "18L-18L-pre_ln" from "18L-18L-b2t"), on this machine before any other
-    (two CPUs of one name ran mini MT 2.5x apart)."""
+    and depth (they cost about the same: "18L-18L-pre_ln" from "18L-18L-b2t"); first as the pace of this machine's
+    stretches at the planned threads times the recipe's updates, then as whole runs, on this machine before any
+    other (two CPUs of one name ran mini MT 2.5x apart)."""
     depth = name.rsplit("-", 1)[0]
+    threads, paces = rates
+    for pick, what in ((lambda n: n == name, ""), (lambda n: n.rsplit("-", 1)[0] == depth, "its depth")):
+        per_update = [pace for n, pace in paces if pick(n)]
+        if per_update:
+            from repro.config import resolve
+            updates = resolve(recipes_dir() / f"{name}.yaml", scale).recipe.optim.max_updates
+            at = f"{threads} thread" + ("s" if threads > 1 else "")
+            return [statistics.fmean(per_update) * updates], ", ".join(x for x in (what, at) if x)
     for records, where in pools:
         for durations, what in (([full_length_s(r) for r in records if r["recipe_name"] == name], ""),
                                 ([full_length_s(r) for r in records if r["recipe_name"].rsplit("-", 1)[0] == depth],
@@ -259,7 +289,7 @@ def describe_plan(runs: list[PlannedRun]) -> str:
         est = "cost unknown"
         if r.estimate_s is not None:
             est = f"~{r.estimate_s / 60:.0f} min" + (f" ({r.estimate_from})" if r.estimate_from else "")
-        lines.append(f"{r.state:8} {r.name:45} {est:>20}  {r.detail}")
+        lines.append(f"{r.state:8} {r.name:45} {est:>36}  {r.detail}")
     todo = [r for r in runs if r.state != "done"]
     known = [r.estimate_s for r in todo if r.estimate_s is not None]
     total = f"; about {sum(known) / 3600:.1f} h of runs where earlier runs tell" if known else ""

@@ -100,7 +100,9 @@ def test_plan_estimates_from_the_recipe_then_its_depth_on_this_machine_first(tmp
     from repro.reproduce import describe_plan, plan
     from repro.results import hardware, write_record
     from test_tables import record
-    here, elsewhere = hardware(), {"device": "cpu (x86_64)", "cpu": "Other CPU (AVX512)", "cpu_count": 2}
+    # records of before threads were kept: whole runs tell (the next test reads stretches at the planned threads)
+    here = {k: v for k, v in hardware().items() if k != "threads"}
+    elsewhere = {"device": "cpu (x86_64)", "cpu": "Other CPU (AVX512)", "cpu_count": 2}
     write_record(tmp_path, {**record("18L-18L-b2t", 1, metrics={"bleu_average": 30.0}), "duration_s": 7200.0,
                             "hardware": here})
     write_record(tmp_path, {**record("6L-6L-post_ln", 1, metrics={"bleu_average": 30.0}), "duration_s": 3600.0,
@@ -194,3 +196,39 @@ def test_sigterm_stops_the_jobs_and_an_ignored_sighup_stays_ignored(tmp_path):
                 os.killpg(int(pid_file.read_text()), signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def test_plan_reads_a_cost_from_stretches_at_the_threads_each_run_gets(tmp_path, monkeypatch):
+    """A run's pace differs with its CPU threads: a stretch of training at the planned threads on this machine tells
+    its cost (seconds per update times the recipe's updates) before whole runs of unknown or other threads."""
+    from repro.reproduce import describe_plan, plan
+    from repro.results import hardware, write_record
+    from test_tables import record
+    here = hardware()
+    one, two = {**here, "threads": 1}, {**here, "threads": 2}
+    # a whole run of before threads were kept, and one resumed run: 2,000 updates at 1 thread, 6,000 at 2
+    write_record(tmp_path, {**record("18L-18L-b2t", 1, metrics={"bleu_average": 30.0}), "duration_s": 7200.0,
+                            "updates": 8000, "hardware": {k: v for k, v in here.items() if k != "threads"}})
+    write_record(tmp_path, {**record("18L-18L-post_ln", 1, metrics={"bleu_average": 30.0}), "duration_s": 12000.0,
+                            "updates": 8000, "hardware": two,
+                            "segments": [{"from_update": 0, "to_update": 2000, "duration_s": 4000.0, "hardware": one},
+                                         {"from_update": 2000, "to_update": 6000, "duration_s": 5200.0,
+                                          "hardware": two},
+                                         {"from_update": 6000, "to_update": 8000, "duration_s": 2800.0,
+                                          "hardware": two}]})
+    updates = resolve(REPO / "recipes/18L-18L-b2t.yaml", "mini").recipe.optim.max_updates
+    cells = ["18L-18L:post_ln", "18L-18L:b2t"]
+    post, b2t = plan(1, "mini", 2, cells, tmp_path, tmp_path / "runs", jobs=1, threads=2)[1::2]
+    assert (post.estimate_s, post.estimate_from) == (1.35 * updates, "2 threads")  # (1.3 + 1.4) / 2 s per update
+    assert (b2t.estimate_s, b2t.estimate_from) == (1.35 * updates, "its depth, 2 threads")
+    # without --threads, two cores shared by two jobs give each 1 thread: 2 s per update; one job gets both
+    monkeypatch.setattr("repro.launch.os.cpu_count", lambda: 2)
+    post, b2t = plan(1, "mini", 2, cells, tmp_path, tmp_path / "runs", jobs=2)[1::2]
+    assert (post.estimate_s, post.estimate_from) == (2.0 * updates, "1 thread")
+    post = plan(1, "mini", 2, ["18L-18L:post_ln"], tmp_path, tmp_path / "runs", jobs=2)[1]
+    assert (post.estimate_s, post.estimate_from) == (1.35 * updates, "2 threads")  # one run to do: both cores
+    # no stretch at 3 threads: whole runs tell, as before
+    post, b2t = plan(1, "mini", 2, cells, tmp_path, tmp_path / "runs", jobs=1, threads=3)[1::2]
+    assert (post.estimate_s, post.estimate_from, b2t.estimate_s, b2t.estimate_from) == (12000.0, "", 7200.0, "")
+    text = describe_plan(plan(1, "mini", 1, ["18L-18L:pre_ln"], tmp_path, tmp_path / "runs", threads=2))
+    assert f"~{1.35 * updates / 60:.0f} min (its depth, 2 threads)" in text
