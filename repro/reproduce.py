@@ -85,9 +85,10 @@ def plan(table: int, scale: str, seeds: int, cells: list[str], results_dir: Path
             out.append(run)
     from repro.launch import default_threads
     todo = sum(r.state != "done" for r in out)
-    rates = stretch_rates(mine(timed), threads or default_threads(min(jobs, max(todo, 1))))
+    threads = threads or default_threads(min(jobs, max(todo, 1)))
+    paces = stretch_paces(mine(timed), threads)
     for run in out:
-        durations, source = estimate(run.recipe_name, scale, rates, pools)
+        durations, source = estimate(run.recipe_name, scale, threads, paces, pools)
         run.estimate_s, run.estimate_from = (statistics.fmean(durations) if durations else None), source
         if run.estimate_s and run.state == "partial":
             run.estimate_s *= 1 - trained_fraction(run)  # the time still to go, not the whole run's
@@ -99,26 +100,26 @@ def machine(hw: dict) -> tuple:
     return hw.get("device"), hw.get("cpu"), hw.get("cpu_count")
 
 
-def stretch_rates(records: list[dict], threads: int) -> tuple[int, list[tuple[str, float]]]:
+def stretch_paces(records: list[dict], threads: int) -> list[tuple[str, float]]:
     """(recipe name, seconds per update) of every stretch of training in `records` made with `threads` CPU threads:
     a resumed run's stretches one by one (each keeps its threads and seconds), an unresumed run whole. Records of
     before threads were kept have none to match."""
-    rates = []
+    paces = []
     for rec in records:
         for part in rec.get("segments") or [{**rec, "from_update": 0, "to_update": rec.get("updates")}]:
             updates = (part.get("to_update") or 0) - (part.get("from_update") or 0)
             if part.get("hardware", {}).get("threads") == threads and part.get("duration_s") and updates > 0:
-                rates.append((rec["recipe_name"], part["duration_s"] / updates))
-    return threads, rates
+                paces.append((rec["recipe_name"], part["duration_s"] / updates))
+    return paces
 
 
-def estimate(name: str, scale: str, rates: tuple[int, list], pools: tuple) -> tuple[list[float], str]:
+def estimate(name: str, scale: str, threads: int, paces: list[tuple[str, float]],
+             pools: tuple) -> tuple[list[float], str]:
     """Durations that stand for recipe `name`'s cost, and whence: its own runs, then the other methods of its task
     and depth (they cost about the same: "18L-18L-pre_ln" from "18L-18L-b2t"); first as the pace of this machine's
     stretches at the planned threads times the recipe's updates, then as whole runs, on this machine before any
     other (two CPUs of one name ran mini MT 2.5x apart)."""
     depth = name.rsplit("-", 1)[0]
-    threads, paces = rates
     for pick, what in ((lambda n: n == name, ""), (lambda n: n.rsplit("-", 1)[0] == depth, "its depth")):
         per_update = [pace for n, pace in paces if pick(n)]
         if per_update:
