@@ -100,8 +100,8 @@ def machine(hw: dict) -> tuple:
     return hw.get("device"), hw.get("cpu"), hw.get("cpu_count")
 
 
-def stretch_paces(records: list[dict], threads: int) -> list[tuple[str, float]]:
-    """(recipe name, seconds per update) of every stretch of training in `records` made with `threads` CPU threads:
+def stretch_paces(records: list[dict], threads: int) -> list[tuple[str, float, int]]:
+    """(recipe name, seconds, updates) of every stretch of training in `records` made with `threads` CPU threads:
     a resumed run's stretches one by one (each keeps its threads and seconds), an unresumed run whole. Records of
     before threads were kept have none to match."""
     paces = []
@@ -109,11 +109,11 @@ def stretch_paces(records: list[dict], threads: int) -> list[tuple[str, float]]:
         for part in rec.get("segments") or [{**rec, "from_update": 0, "to_update": rec.get("updates")}]:
             updates = (part.get("to_update") or 0) - (part.get("from_update") or 0)
             if part.get("hardware", {}).get("threads") == threads and part.get("duration_s") and updates > 0:
-                paces.append((rec["recipe_name"], part["duration_s"] / updates))
+                paces.append((rec["recipe_name"], part["duration_s"], updates))
     return paces
 
 
-def estimate(name: str, scale: str, threads: int, paces: list[tuple[str, float]],
+def estimate(name: str, scale: str, threads: int, paces: list[tuple[str, float, int]],
              pools: tuple) -> tuple[list[float], str]:
     """Durations that stand for recipe `name`'s cost, and whence: its own runs, then the other methods of its task
     and depth (they cost about the same: "18L-18L-pre_ln" from "18L-18L-b2t"); first as the pace of this machine's
@@ -121,12 +121,13 @@ def estimate(name: str, scale: str, threads: int, paces: list[tuple[str, float]]
     other (two CPUs of one name ran mini MT 2.5x apart)."""
     depth = name.rsplit("-", 1)[0]
     for pick, what in ((lambda n: n == name, ""), (lambda n: n.rsplit("-", 1)[0] == depth, "its depth")):
-        per_update = [pace for n, pace in paces if pick(n)]
-        if per_update:
+        hits = [(seconds, updates) for n, seconds, updates in paces if pick(n)]
+        if hits:  # seconds per update over all the stretches, each weighing as many updates as it made
             from repro.config import resolve
             updates = resolve(recipes_dir() / f"{name}.yaml", scale).recipe.optim.max_updates
+            per_update = sum(s for s, _ in hits) / sum(u for _, u in hits)
             at = f"{threads} thread" + ("s" if threads > 1 else "")
-            return [statistics.fmean(per_update) * updates], ", ".join(x for x in (what, at) if x)
+            return [per_update * updates], ", ".join(x for x in (what, at) if x)
     for records, where in pools:
         for durations, what in (([full_length_s(r) for r in records if r["recipe_name"] == name], ""),
                                 ([full_length_s(r) for r in records if r["recipe_name"].rsplit("-", 1)[0] == depth],
