@@ -399,7 +399,7 @@ def reproduce(table_number: int = typer.Argument(..., metavar="TABLE", help="Tab
     elif launcher == "local":
         from repro.launch import default_threads, run_jobs
         done = run_jobs(rp.local_jobs(planned, results, data_root), jobs,
-                        threads or default_threads(min(jobs, len(todo))))
+                        threads or default_threads(jobs, len(todo)))
         bad = [j for j in done if j.state != "done"]
         if bad:
             fail(f"{len(bad)} runs did not finish: " + ", ".join(f"{j.name} ({j.log})" for j in bad))
@@ -457,7 +457,7 @@ def calibrate(task: str = typer.Argument(..., help=f"One of: {', '.join(CALIBRAT
         todo = calibration.jobs(spec, runs / task, root or default_root())
         console.print(f"{len(todo)} calibration runs to train ({len(spec.settings()) * 2 - len(todo)} already finished)")
         # Each run's record is written as the run ends, so a grid stopped part-way keeps what finished.
-        done = run_jobs(todo, jobs, threads or default_threads(min(jobs, max(len(todo), 1))),
+        done = run_jobs(todo, jobs, threads or default_threads(jobs, len(todo)),
                         on_finish=lambda job: calibration.collect(spec, runs / task, out_dir))
         calibration.collect(spec, runs / task, out_dir)  # also runs that finished in an earlier, stopped call
         bad = [j.name for j in done if j.state != "done"]

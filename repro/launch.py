@@ -38,9 +38,11 @@ class Job:
     _step: int = 0
 
 
-def default_threads(jobs: int) -> int:
-    """Cores divided among the jobs that run at once, at least one each."""
-    return max(1, (os.cpu_count() or 1) // max(jobs, 1))
+def default_threads(jobs: int, runs: int | None = None) -> int:
+    """Cores divided among the jobs that run at once (`jobs`, or fewer when only `runs` are left), at least one
+    each."""
+    at_once = min(jobs, runs) if runs is not None else jobs
+    return max(1, (os.cpu_count() or 1) // max(at_once, 1))
 
 
 def _progress(job: Job) -> tuple[str, str]:

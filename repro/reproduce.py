@@ -84,8 +84,7 @@ def plan(table: int, scale: str, seeds: int, cells: list[str], results_dir: Path
             run.state, run.detail = run_state(run, results_dir)
             out.append(run)
     from repro.launch import default_threads
-    todo = sum(r.state != "done" for r in out)
-    threads = threads or default_threads(min(jobs, max(todo, 1)))
+    threads = threads or default_threads(jobs, sum(r.state != "done" for r in out))
     paces = stretch_paces(mine(timed), threads)
     for run in out:
         durations, source = estimate(run.recipe_name, scale, threads, paces, pools)
