@@ -99,16 +99,27 @@ def machine(hw: dict) -> tuple:
     return hw.get("device"), hw.get("cpu"), hw.get("cpu_count")
 
 
+# A CPU stretch whose process used less than this share of its threads' time shared their cores with other work
+# (alone, a run keeps its threads 0.9-1.0 busy; beside another 2-thread run on 2 cores, about 0.5).
+SHARED_BELOW = 0.75
+
+
 def stretch_paces(records: list[dict], threads: int) -> list[tuple[str, float, int]]:
     """(recipe name, seconds, updates) of every stretch of training in `records` made with `threads` CPU threads:
     a resumed run's stretches one by one (each keeps its threads and seconds), an unresumed run whole. Records of
-    before threads were kept have none to match."""
+    before threads were kept have none to match; a CPU stretch that shared its cores with other work (its CPU
+    seconds tell, where kept) does not stand for a run's pace at those threads."""
     paces = []
     for rec in records:
         for part in rec.get("segments") or [{**rec, "from_update": 0, "to_update": rec.get("updates")}]:
             updates = (part.get("to_update") or 0) - (part.get("from_update") or 0)
-            if part.get("hardware", {}).get("threads") == threads and part.get("duration_s") and updates > 0:
-                paces.append((rec["recipe_name"], part["duration_s"], updates))
+            hw, seconds = part.get("hardware", {}), part.get("duration_s")
+            if hw.get("threads") != threads or not seconds or updates <= 0:
+                continue
+            cpu = part.get("cpu_s")
+            if not hw.get("gpus") and cpu is not None and cpu < SHARED_BELOW * seconds * threads:
+                continue
+            paces.append((rec["recipe_name"], seconds, updates))
     return paces
 
 

@@ -110,11 +110,15 @@ def corpus_fingerprint(corpus: str, meta: dict) -> dict:
 
 def status_provenance(status: dict) -> dict:
     """What a record copies from its run's status.json beyond the common fields: the corpus fingerprint (runs from
-    before it was kept lack it) and, for a run trained in more than one stretch (or resumed from a checkpoint of
-    before stretches were kept), its `segments`, so a record says where each of its updates was made."""
+    before it was kept lack it), the CPU seconds of its training process where every stretch kept them and, for a
+    run trained in more than one stretch (or resumed from a checkpoint of before stretches were kept), its
+    `segments`, so a record says where each of its updates was made."""
     parts = status.get("segments", [])
     resumed = len(parts) > 1 or (parts and parts[0]["from_update"] > 0)
-    return {**({"data": status["data"]} if "data" in status else {}), **({"segments": parts} if resumed else {})}
+    cpu = [p.get("cpu_s") for p in parts]
+    return {**({"data": status["data"]} if "data" in status else {}),
+            **({"cpu_s": round(sum(cpu), 1)} if cpu and None not in cpu else {}),
+            **({"segments": parts} if resumed else {})}
 
 
 def now() -> str:

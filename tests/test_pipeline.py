@@ -85,10 +85,13 @@ def test_resume_equals_uninterrupted(tiny_root, tmp_path):
     assert first["hardware"]["threads"] == second["hardware"]["threads"] == torch.get_num_threads()
     assert first["duration_s"] >= 0 and second["duration_s"] >= 0  # a tiny stretch can round to 0.0
     assert abs(first["duration_s"] + second["duration_s"] - resumed["duration_s"]) <= 0.2
+    assert first["cpu_s"] > 0 and second["cpu_s"] > 0  # the process's CPU seconds: did it have its cores alone
     assert [(s["from_update"], s["to_update"]) for s in full["segments"]] == [(0, 6)]
     from repro.cli import run_record
-    assert "segments" not in run_record(tmp_path / "full", full, resolve(recipe, "tiny", sets), {})
-    assert run_record(tmp_path / "cut", resumed, resolve(recipe, "tiny", sets), {})["segments"] == resumed["segments"]
+    whole = run_record(tmp_path / "full", full, resolve(recipe, "tiny", sets), {})
+    assert "segments" not in whole and whole["cpu_s"] == full["segments"][0]["cpu_s"]
+    cut = run_record(tmp_path / "cut", resumed, resolve(recipe, "tiny", sets), {})
+    assert cut["segments"] == resumed["segments"] and cut["cpu_s"] == round(first["cpu_s"] + second["cpu_s"], 1)
     a = checkpoint.load(checkpoint.list_checkpoints(tmp_path / "full")[-1])["model"]
     b = checkpoint.load(checkpoint.list_checkpoints(tmp_path / "cut")[-1])["model"]
     assert all(torch.equal(a[k], b[k]) for k in a)

@@ -252,14 +252,16 @@ def _train(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: boo
               "hardware": hardware(d.world), "update_freq": update_freq, "data": corpus_fingerprint(r.data.corpus, meta)}
     # A run resumed on another day, commit or machine keeps one entry per stretch of training, so its record says
     # where every update was made and at what pace (its seconds, and its hardware with the CPU threads); the first
-    # entry's start is the run's.
+    # entry's start is the run's. The process's CPU seconds (all its threads) tell whether the stretch had its
+    # threads' cores to itself or shared them with other work, which slows it.
     earlier = state.get("segments", []) if state is not None else []
     this_segment = {"started": status["started"], "commit": status["commit"], "hardware": status["hardware"],
                     "from_update": step}
-    segments = lambda: earlier + [{**this_segment, "to_update": step, "duration_s": round(time.time() - t0, 1)}]
+    segments = lambda: earlier + [{**this_segment, "to_update": step, "duration_s": round(time.time() - t0, 1),
+                                   "cpu_s": round(time.process_time() - c0, 1)}]
     if earlier:
         status["started"] = earlier[0]["started"]
-    t0 = time.time()
+    t0, c0 = time.time(), time.process_time()
     new_window = lambda: {"loss": 0.0, "nll": 0.0, "tokens": 0, "updates": 0, "time": time.time(), "grad_norm": 0.0}
     window = new_window()  # sums over the updates since the last log line
     failed = None
