@@ -30,7 +30,7 @@ from repro.progress import console, progress_bar
 from repro.results import atomic_write_text, corpus_fingerprint, git_commit, hardware, now
 from repro.train import checkpoint
 from repro.train.health import HealthMonitor, effective_window
-from repro.train.optim import inverse_sqrt_lr, make_optimizer
+from repro.train.optim import inverse_sqrt_lr, load_optimizer_state, make_optimizer
 from repro.train.tasks import batch_loss, batch_tokens, open_split, to_device
 
 
@@ -217,7 +217,7 @@ def _train(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: boo
 
     if state is not None:
         model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
+        load_optimizer_state(optimizer, state["optimizer"])
         step, epoch, position = state["step"], state["epoch"], state["position"]
         elapsed_before = state.get("elapsed", 0.0)
         health.load_state_dict(state["health"])

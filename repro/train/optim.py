@@ -43,3 +43,13 @@ def make_optimizer(params, lr: float, betas, eps: float, weight_decay: float) ->
     params = list(params)
     fused = True if params and all(p.is_cuda for p in params) else None  # None: torch's own default choice
     return torch.optim.Adam(params, lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, fused=fused)
+
+
+def load_optimizer_state(optimizer: torch.optim.Adam, saved: dict) -> None:
+    """Load a checkpoint's optimizer state but keep this device's implementation: load_state_dict also restores
+    the saved groups' `fused` and `foreach` flags, so a run checkpointed on a GPU (fused) and resumed on a CPU
+    would otherwise go on with the fused kernel instead of the CPU default that the CPU records used."""
+    own = [{k: g[k] for k in ("fused", "foreach") if k in g} for g in optimizer.param_groups]
+    optimizer.load_state_dict(saved)
+    for group, flags in zip(optimizer.param_groups, own):
+        group.update(flags)
