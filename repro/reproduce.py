@@ -16,7 +16,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from repro.results import current_hash, hardware, load_records, record_path, recipes_dir
+from repro.results import current_hash, hardware, load_records, record_path, recipes_dir, stretch_hardware, stretches
 from repro.tables.spec import SPECS
 
 
@@ -71,7 +71,9 @@ def plan(table: int, scale: str, seeds: int, cells: list[str], results_dir: Path
     timed = [r for r in load_records(results_dir, scale) if not r.get("overrides") and r.get("duration_s")]
     calibrated = calibration_timings(results_dir, scale)
     here = machine(hardware())
-    mine = lambda records: [r for r in records if machine(r.get("hardware", {})) == here]
+    # a record is this machine's whole-run timing only if every stretch of it was trained here (a run begun on a GPU
+    # and finished here took neither's time)
+    mine = lambda records: [r for r in records if machines_of(r) == {here}]
     pools = ((mine(timed), ""), (timed, "other machines"),
              (mine(calibrated), "calibration runs"), (calibrated, "calibration runs, other machines"))
     out = []
@@ -85,7 +87,7 @@ def plan(table: int, scale: str, seeds: int, cells: list[str], results_dir: Path
             out.append(run)
     from repro.launch import default_threads
     threads = threads or default_threads(jobs, sum(r.state != "done" for r in out))
-    paces = stretch_paces(mine(timed), threads)
+    paces = stretch_paces(timed, threads, here)
     for run in out:
         durations, source = estimate(run.recipe_name, scale, threads, paces, pools)
         run.estimate_s, run.estimate_from = (statistics.fmean(durations) if durations else None), source
@@ -99,22 +101,27 @@ def machine(hw: dict) -> tuple:
     return hw.get("device"), hw.get("cpu"), hw.get("cpu_count")
 
 
+def machines_of(rec: dict) -> set:
+    return {machine(hw) for hw in stretch_hardware(rec)}
+
+
 # A CPU stretch whose process used less than this share of its threads' time shared their cores with other work
 # (alone, a run keeps its threads 0.9-1.0 busy; beside another 2-thread run on 2 cores, about 0.5).
 SHARED_BELOW = 0.75
 
 
-def stretch_paces(records: list[dict], threads: int) -> list[tuple[str, float, int]]:
-    """(recipe name, seconds, updates) of every stretch of training in `records` made with `threads` CPU threads:
-    a resumed run's stretches one by one (each keeps its threads and seconds), an unresumed run whole. Records of
-    before threads were kept have none to match; a CPU stretch that shared its cores with other work (its CPU
-    seconds tell, where kept) does not stand for a run's pace at those threads."""
+def stretch_paces(records: list[dict], threads: int, here: tuple) -> list[tuple[str, float, int]]:
+    """(recipe name, seconds, updates) of every stretch of training in `records` made on machine `here` with
+    `threads` CPU threads: a resumed run's stretches one by one (each keeps its hardware, threads and seconds, so a
+    run resumed here from another machine's checkpoint gives only its stretches here), an unresumed run whole.
+    Records of before threads were kept have none to match; a CPU stretch that shared its cores with other work
+    (its CPU seconds tell, where kept) does not stand for a run's pace at those threads."""
     paces = []
     for rec in records:
-        for part in rec.get("segments") or [{**rec, "from_update": 0, "to_update": rec.get("updates")}]:
+        for part in stretches(rec):
             updates = (part.get("to_update") or 0) - (part.get("from_update") or 0)
             hw, seconds = part.get("hardware", {}), part.get("duration_s")
-            if hw.get("threads") != threads or not seconds or updates <= 0:
+            if machine(hw) != here or hw.get("threads") != threads or not seconds or updates <= 0:
                 continue
             cpu = part.get("cpu_s")
             if not hw.get("gpus") and cpu is not None and cpu < SHARED_BELOW * seconds * threads:

@@ -98,6 +98,17 @@ def where(hardware: dict) -> str:
     return ", ".join(part for part in (cpu, hardware.get("cpu_id", ""), cores) if part)
 
 
+def stretches(rec: dict) -> list[dict]:
+    """A record's stretches of training: its `segments`, or the whole run as one where it was trained in one."""
+    return rec.get("segments") or [{**rec, "from_update": 0, "to_update": rec.get("updates")}]
+
+
+def stretch_hardware(rec: dict) -> list[dict]:
+    """The hardware of each stretch of a run's training (the record's own where a stretch of before stretches kept
+    it lacks one): a run begun on a GPU machine and finished on a CPU names both."""
+    return [part.get("hardware") or rec.get("hardware") or {} for part in stretches(rec)]
+
+
 def corpus_fingerprint(corpus: str, meta: dict) -> dict:
     """The prepared corpus a run trained on: its name and a hash of meta.json's file list (names, sizes, and the
     checksums it keeps for files up to 16 MB), so one corpus prepared from two paths gives one fingerprint. Left

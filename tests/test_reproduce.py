@@ -221,6 +221,16 @@ def test_plan_reads_a_cost_from_stretches_at_the_threads_each_run_gets(tmp_path,
                                           "cpu_s": 7560.0, "hardware": two},
                                          {"from_update": 6000, "to_update": 8000, "duration_s": 2200.0,
                                           "hardware": two}]})
+    # a run begun on a GPU machine (one host thread, 10 updates/s) and finished here at 1 thread, 2 s per update:
+    # only its stretch here tells this machine's pace, and it is no whole-run timing of this machine
+    gpu = {"device": "NVIDIA H200", "cpu": "Intel(R) Xeon(R) Processor (AVX512)", "cpu_count": 16, "gpus": 1,
+           "threads": 1}
+    write_record(tmp_path, {**record("18L-18L-pre_ln", 1, metrics={"bleu_average": 30.0}), "duration_s": 5550.0,
+                            "updates": 8000, "hardware": one,
+                            "segments": [{"from_update": 0, "to_update": 5500, "duration_s": 550.0, "cpu_s": 549.0,
+                                          "hardware": gpu},
+                                         {"from_update": 5500, "to_update": 8000, "duration_s": 5000.0,
+                                          "cpu_s": 4900.0, "hardware": one}]})
     updates = resolve(REPO / "recipes/18L-18L-b2t.yaml", "mini").recipe.optim.max_updates
     cells = ["18L-18L:post_ln", "18L-18L:b2t"]
     post, b2t = plan(1, "mini", 2, cells, tmp_path, tmp_path / "runs", jobs=1, threads=2)[1::2]
@@ -232,10 +242,13 @@ def test_plan_reads_a_cost_from_stretches_at_the_threads_each_run_gets(tmp_path,
     monkeypatch.setattr("repro.launch.os.cpu_count", lambda: 2)
     post, b2t = plan(1, "mini", 2, cells, tmp_path, tmp_path / "runs", jobs=2)[1::2]
     assert (post.estimate_s, post.estimate_from) == (2.0 * updates, "1 thread")
+    assert (b2t.estimate_s, b2t.estimate_from) == (2.0 * updates, "its depth, 1 thread")  # not the GPU's 0.1 s
     post = plan(1, "mini", 2, ["18L-18L:post_ln"], tmp_path, tmp_path / "runs", jobs=2)[1]
     assert (post.estimate_s, post.estimate_from) == (pytest.approx(1.28 * updates), "2 threads")  # one run: both cores
     # no stretch at 3 threads: whole runs tell, as before
     post, b2t = plan(1, "mini", 2, cells, tmp_path, tmp_path / "runs", jobs=1, threads=3)[1::2]
     assert (post.estimate_s, post.estimate_from, b2t.estimate_s, b2t.estimate_from) == (12400.0, "", 7200.0, "")
+    pre = plan(1, "mini", 1, ["18L-18L:pre_ln"], tmp_path, tmp_path / "runs", threads=3)[0]
+    assert (pre.estimate_s, pre.estimate_from) == (9800.0, "its depth")  # not the half-GPU run's 5,550 s
     text = describe_plan(plan(1, "mini", 1, ["18L-18L:pre_ln"], tmp_path, tmp_path / "runs", threads=2))
     assert f"~{1.28 * updates / 60:.0f} min (its depth, 2 threads)" in text

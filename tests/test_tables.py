@@ -225,10 +225,23 @@ def test_runs_lists_every_current_record_with_its_machine_and_times(tmp_path):
     assert h100[4:8] == ["5 min", "50 s on Intel Xeon (AVX512), GenuineIntel family 6 model 207, 16 cores",
                          "1 x NVIDIA H100 80GB HBM3, 16 cores", "2"]
     assert lines[0].split(" | ")[4:7] == ["60 min", "none", "cpu, ? cores"]
+    # a run begun on a GPU machine and resumed on a CPU names both, with the updates made on each
+    zen4 = {"cpu": "AMD EPYC (AVX512)", "cpu_id": "AuthenticAMD family 25 model 17", "cpu_count": 2, "gpus": 0}
+    h200 = {"device": "NVIDIA H200", "gpus": 1, "cpu_count": 16}
+    write_record(tmp_path, record("6L-6L-pre_ln", 3, metrics={"bleu_average": 19.0, "eval_seconds": 200.0,
+                                                              "eval_hardware": zen4}, hardware=zen4,
+                                  segments=[{"from_update": 0, "to_update": 4500, "hardware": h200},
+                                            {"from_update": 4500, "to_update": 5500, "hardware": h200},
+                                            {"from_update": 5500, "to_update": 8000, "hardware": zen4}]))
+    mixed = [line for line in render_runs(tmp_path, "mini", "markdown").splitlines()
+             if line.startswith("| 6L-6L-pre_ln | 3 |")][0].split(" | ")
+    assert mixed[6:8] == ["1 x NVIDIA H200, 16 cores (updates 0-5500), then AMD EPYC (AVX512), AuthenticAMD family 25 "
+                          "model 17, 2 cores (updates 5500-8000)", "3"]
+    assert mixed[5] == "200 s on AMD EPYC (AVX512), AuthenticAMD family 25 model 17, 2 cores"
     rows = json.loads(render_runs(tmp_path, "mini", "json"))["rows"]
-    assert rows[-1]["training_s"] == 290.0 and rows[0]["reason"] == "loss stopped improving"
+    assert rows[-2]["training_s"] == 290.0 and rows[0]["reason"] == "loss stopped improving"
     result = runner.invoke(app, ["runs", "--scale", "mini", "--format", "csv", "--results", str(tmp_path)])
-    assert result.exit_code == 0 and len(result.output.strip().splitlines()) == 6
+    assert result.exit_code == 0 and len(result.output.strip().splitlines()) == 7
     assert runner.invoke(app, ["runs", "--format", "docx", "--results", str(tmp_path)]).exit_code == 2
 
 
@@ -239,6 +252,13 @@ def test_table8_keeps_cpu_generations_apart(tmp_path):
               "gpus": 0}
         write_record(tmp_path, record("6L-6L-b2t", seed, metrics={"bleu_average": 20.0}, encoder_layers=6,
                                       decoder_layers=6, hardware=hw, duration_s=hours * 3600))
+    # a run begun on a GPU machine and finished on the Zen 4: its hours are neither machine's, so it is left out
+    zen4 = {"cpu": "AMD EPYC (AVX512)", "cpu_id": "AuthenticAMD family 25 model 17", "cpu_count": 2, "gpus": 0}
+    h200 = {"device": "NVIDIA H200", "gpus": 1, "cpu_count": 16}
+    write_record(tmp_path, record("6L-6L-pre_ln", 1, metrics={"bleu_average": 20.0}, encoder_layers=6,
+                                  decoder_layers=6, hardware=zen4, duration_s=0.7 * 3600,
+                                  segments=[{"from_update": 0, "to_update": 5500, "hardware": h200},
+                                            {"from_update": 5500, "to_update": 8000, "hardware": zen4}]))
     mt6 = [(r["method"], r["ours"]) for r in csv_rows(8, tmp_path, scale="mini")
            if r["group"] == "mt" and r["method"].startswith("6L-6L")]
     assert mt6 == [("6L-6L (2 runs)", "0 (CPU: AMD EPYC (AVX512), AuthenticAMD family 25 model 17, 2 cores)"),

@@ -12,7 +12,7 @@ import statistics
 from pathlib import Path
 
 from repro.config import RecipeError, resolve
-from repro.results import current_records, recipes_dir, where
+from repro.results import current_records, recipes_dir, stretch_hardware, where
 from repro.tables import paper_values as pv
 from repro.tables.spec import SPECS, TITLES, TableSpec
 
@@ -258,16 +258,22 @@ def machine(hardware: dict) -> str:
     return f"0 (CPU: {where(hardware)})"
 
 
+def one_machine(rec: dict) -> bool:
+    """Whether a run trained on one machine throughout (one begun on a GPU and finished on a CPU did not: its hours
+    are neither machine's)."""
+    return len({machine(hw) for hw in stretch_hardware(rec)}) == 1
+
+
 def table8_rows(results_dir: Path, scale: str) -> list[dict]:
     """The paper's cost per row beside ours, one pair of rows per machine our runs used: hours are never averaged
-    over different machines."""
+    over different machines, and a run trained on two is left out."""
     records = [r for recs in current_records(results_dir, scale)[0].values() for r in recs]
     rows = []
     for task, groups in pv.TABLE8.items():
         for group, (gpus, hours) in groups.items():
             by_machine: dict[str, list[dict]] = {}
             for r in records:
-                if r["task"] == task and r["status"] == "completed" and (
+                if r["task"] == task and r["status"] == "completed" and one_machine(r) and (
                         f"{r['decoder_layers']}L" if task == "lm" else
                         f"{r['encoder_layers']}L-{r['decoder_layers']}L") == group:
                     by_machine.setdefault(machine(r["hardware"]), []).append(r)

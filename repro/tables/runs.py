@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from repro.claims import CLAIMS
-from repro.results import current_records, where
+from repro.results import current_records, stretch_hardware, stretches, where
 from repro.tables.spec import SPECS, TITLES
 
 RUN_FORMATS = ("text", "markdown", "csv", "json")
@@ -33,7 +33,7 @@ def run_rows(results_dir: Path, scale: str) -> list[dict]:
     for name in sorted(current):
         for rec in sorted(current[name], key=lambda r: r["seed"]):
             metrics = rec.get("metrics") or {}
-            trained_on = where(rec.get("hardware") or {})
+            trained_on = trained_where(rec)
             evaluated_on = where(metrics["eval_hardware"]) if metrics.get("eval_hardware") else trained_on
             rows.append({"recipe": name, "seed": rec["seed"], "status": rec["status"], "reason": rec.get("reason", ""),
                          "updates": rec.get("updates"), "training_s": rec.get("duration_s"),
@@ -41,6 +41,20 @@ def run_rows(results_dir: Path, scale: str) -> list[dict]:
                          "evaluated_on": evaluated_on, "stretches": len(rec.get("segments") or []) or 1,
                          "started": rec.get("started", ""), "commit": str(rec.get("commit", ""))[:12]})
     return rows
+
+
+def trained_where(rec: dict) -> str:
+    """The machine a run trained on, in words; a run trained on more than one (begun on a GPU machine, resumed on a
+    CPU) names each, in order, with the updates made there."""
+    spans: list[list] = []  # [machine, first update, last update], a machine's consecutive stretches as one
+    for part, hw in zip(stretches(rec), stretch_hardware(rec)):
+        if spans and spans[-1][0] == where(hw):
+            spans[-1][2] = part.get("to_update")
+        else:
+            spans.append([where(hw), part.get("from_update"), part.get("to_update")])
+    if len(spans) < 2:
+        return where(rec.get("hardware") or {})
+    return ", then ".join(f"{machine} (updates {first}-{last})" for machine, first, last in spans)
 
 
 def _minutes(seconds) -> str:
