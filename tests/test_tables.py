@@ -246,7 +246,8 @@ def test_runs_lists_every_current_record_with_its_machine_and_times(tmp_path):
 
 
 def test_table8_keeps_cpu_generations_apart(tmp_path):
-    """Two CPUs of one name and kernels (a Zen 4 and a Zen 5 "AMD EPYC (AVX512)") get rows of their own."""
+    """Two CPUs of one name and kernels (a Zen 4 and a Zen 5 "AMD EPYC (AVX512)") get rows of their own; a run
+    trained on two machines is in neither's."""
     for seed, model, hours in ((1, "17", 1.0), (2, "17", 2.0), (3, "2", 5.0)):
         hw = {"cpu": "AMD EPYC (AVX512)", "cpu_id": f"AuthenticAMD family 25 model {model}", "cpu_count": 2,
               "gpus": 0}
