@@ -129,6 +129,10 @@ def prepare(dataset: str = typer.Argument(..., help=f"One of: {', '.join(DATASET
     console.print(f"prepared {meta['corpus']} in {root / meta['corpus']} (vocabulary {meta['vocab_size']:,})")
 
 
+CUDA_GRAPHS_HELP = ("On a GPU: replay each update as a CUDA graph, the same arithmetic with far fewer kernel "
+                    "launches (MT and summarisation, one process).")
+
+
 @app.command()
 def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. recipes/18L-18L-b2t.yaml."),
           scale: str = typer.Option("paper", "--scale", help="paper, mini or tiny (the README's scale ladder)."),
@@ -142,7 +146,8 @@ def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. reci
           print_config: bool = typer.Option(False, "--print-config", help="Print the resolved recipe and exit."),
           root: Path = typer.Option(None, "--root", help="Prepared corpora (default data/ or $LNREPRO_DATA)."),
           results: Path = typer.Option(Path("results"), "--results", help="Where run records are written."),
-          threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default $LNREPRO_THREADS or all cores).")):
+          threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default $LNREPRO_THREADS or all cores)."),
+          cuda_graphs: bool = typer.Option(False, "--cuda-graphs", help=CUDA_GRAPHS_HELP)):
     """Train one table cell. Under torchrun, every process runs this command.
 
     Example: lnrepro train recipes/18L-18L-b2t.yaml --scale mini
@@ -173,7 +178,7 @@ def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. reci
         check_record_slot(record_path(results, scale, resolved.name, resolved.recipe.train.seed, resolved.overrides,
                                       resolved.hash()), resolved.hash())
         status = train_run(resolved, run_dir, root or default_root(), resume=resume, overwrite=overwrite,
-                           allow_recipe_change=allow_recipe_change)
+                           allow_recipe_change=allow_recipe_change, cuda_graphs=cuda_graphs)
     except _known_errors() as e:
         fail(str(e))
     if int(os.environ.get("RANK", "0")) == 0:
@@ -365,7 +370,8 @@ def reproduce(table_number: int = typer.Argument(..., metavar="TABLE", help="Tab
               gpus: Optional[int] = typer.Option(None, "--gpus", help="GPUs per SLURM job (torchrun inside when > 1)."),
               runs: Path = typer.Option(Path("runs"), "--runs", help="Where run directories live."),
               root: Path = typer.Option(None, "--root", help="Prepared corpora (default data/ or $LNREPRO_DATA)."),
-              results: Path = typer.Option(Path("results"), "--results", help="Folder of run records.")):
+              results: Path = typer.Option(Path("results"), "--results", help="Folder of run records."),
+              cuda_graphs: bool = typer.Option(False, "--cuda-graphs", help=CUDA_GRAPHS_HELP)):
     """Run every cell of a table (train, evaluate; finished runs skipped, interrupted ones resumed), then render it.
 
     Example: lnrepro reproduce 1 --scale mini --seeds 3 --jobs 16
@@ -394,11 +400,12 @@ def reproduce(table_number: int = typer.Argument(..., metavar="TABLE", help="Tab
         fail(f"{len(stale)} records of earlier recipe versions hold the slots these runs write: remove them first "
              f"(git rm {' '.join(stale[:3])}{' ...' if len(stale) > 3 else ''})")
     todo = [r for r in planned if r.state != "done"]
+    train_flags = ("--cuda-graphs",) if cuda_graphs else ()
     if not todo:
         console.print(f"nothing to do: all {len(planned)} runs of table {table_number} at scale {scale} are done")
     elif launcher == "local":
         from repro.launch import default_threads, run_jobs
-        done = run_jobs(rp.local_jobs(planned, results, data_root), jobs,
+        done = run_jobs(rp.local_jobs(planned, results, data_root, train_flags), jobs,
                         threads or default_threads(jobs, len(todo)))
         bad = [j for j in done if j.state != "done"]
         if bad:
@@ -408,7 +415,7 @@ def reproduce(table_number: int = typer.Argument(..., metavar="TABLE", help="Tab
             settings = rp.slurm_settings(slurm_config, {"partition": partition, "account": account, "time": time_min,
                                                         "gpus": gpus})
             submitted = rp.submit(planned, results, data_root, runs / "slurm", settings,
-                                  local=launcher == "submitit-local")
+                                  local=launcher == "submitit-local", train_flags=train_flags)
         except ValueError as e:
             fail(str(e))
         console.print(f"submitted {len(submitted)} jobs: " + ", ".join(str(j.job_id) for j in submitted))

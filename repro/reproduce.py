@@ -225,21 +225,22 @@ def stale_records(runs: list[PlannedRun]) -> list[str]:
     return [r.detail.split("git rm ")[-1] for r in runs if r.detail.startswith("a stale record")]
 
 
-def job_steps(run: PlannedRun, results_dir: Path, data_root: Path) -> list[list[str]]:
-    """Absolute paths: a cluster job need not start in the folder it was submitted from."""
+def job_steps(run: PlannedRun, results_dir: Path, data_root: Path, train_flags: tuple = ()) -> list[list[str]]:
+    """Absolute paths: a cluster job need not start in the folder it was submitted from. `train_flags` go to the
+    train step alone (--cuda-graphs)."""
     common = ["--root", str(Path(data_root).resolve()), "--results", str(Path(results_dir).resolve())]
     run_dir = str(run.run_dir.resolve())
     train = ["train", str(run.recipe.resolve()), "--scale", run.scale, "--seed", str(run.seed), "--run-dir", run_dir,
-             "--resume", *common]
+             "--resume", *common, *train_flags]
     evaluate = ["evaluate", run_dir, *common]
     status = run.run_dir / "status.json"
     return [evaluate] if status.is_file() else [train, evaluate]
 
 
-def local_jobs(runs: list[PlannedRun], results_dir: Path, data_root: Path):
+def local_jobs(runs: list[PlannedRun], results_dir: Path, data_root: Path, train_flags: tuple = ()):
     from repro.config import resolve
     from repro.launch import Job
-    return [Job(r.name, job_steps(r, results_dir, data_root), r.run_dir / "reproduce.out", r.run_dir,
+    return [Job(r.name, job_steps(r, results_dir, data_root, train_flags), r.run_dir / "reproduce.out", r.run_dir,
                 resolve(r.recipe, r.scale).recipe.optim.max_updates) for r in runs if r.state != "done"]
 
 
@@ -259,7 +260,7 @@ def _run_steps(steps: list[list[str]], gpus: int) -> None:
 
 
 def submit(runs: list[PlannedRun], results_dir: Path, data_root: Path, folder: Path, slurm: dict,
-           local: bool = False) -> list:
+           local: bool = False, train_flags: tuple = ()) -> list:
     """One submitit job per run; `local` uses submitit's LocalExecutor (same code path, no cluster)."""
     try:
         import submitit
@@ -278,7 +279,7 @@ def submit(runs: list[PlannedRun], results_dir: Path, data_root: Path, folder: P
                 params[f"slurm_{key}"] = slurm[key]
         executor.update_parameters(**params)
     todo = [r for r in runs if r.state != "done"]
-    return [executor.submit(_run_steps, job_steps(r, results_dir, data_root), gpus) for r in todo]
+    return [executor.submit(_run_steps, job_steps(r, results_dir, data_root, train_flags), gpus) for r in todo]
 
 
 SLURM_KEYS = ("partition", "account", "qos", "constraint", "time", "gpus", "cpus")

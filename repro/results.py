@@ -123,12 +123,15 @@ def status_provenance(status: dict) -> dict:
     """What a record copies from its run's status.json beyond the common fields: the corpus fingerprint (runs from
     before it was kept lack it), the CPU seconds of its training process where every stretch kept them and, for a
     run trained in more than one stretch (or resumed from a checkpoint of before stretches were kept), its
-    `segments`, so a record says where each of its updates was made."""
+    `segments`, so a record says where each of its updates was made. A run trained with --cuda-graphs keeps its
+    graphs and its replayed and eager updates, summed over the stretches that used them."""
     parts = status.get("segments", [])
     resumed = len(parts) > 1 or (parts and parts[0]["from_update"] > 0)
     cpu = [p.get("cpu_s") for p in parts]
+    graphed = [p["cuda_graphs"] for p in parts if "cuda_graphs" in p]
     return {**({"data": status["data"]} if "data" in status else {}),
             **({"cpu_s": round(sum(cpu), 1)} if cpu and None not in cpu else {}),
+            **({"cuda_graphs": {k: sum(g[k] for g in graphed) for k in graphed[0]}} if graphed else {}),
             **({"segments": parts} if resumed else {})}
 
 

@@ -29,6 +29,7 @@ from repro.model.init import admin_profile, load_admin_profile, save_admin_profi
 from repro.progress import console, progress_bar
 from repro.results import atomic_write_text, corpus_fingerprint, git_commit, hardware, now
 from repro.train import checkpoint
+from repro.train.graphs import GraphedUpdate, check_graphable
 from repro.train.health import HealthMonitor, effective_window
 from repro.train.optim import inverse_sqrt_lr, load_optimizer_state, make_optimizer
 from repro.train.tasks import batch_loss, batch_tokens, open_split, to_device
@@ -143,18 +144,22 @@ def run_lock(run_dir: Path):
 
 
 def train_run(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: bool = False,
-              overwrite: bool = False, allow_recipe_change: bool = False) -> dict:
+              overwrite: bool = False, allow_recipe_change: bool = False, cuda_graphs: bool = False) -> dict:
     """Train one run. A directory holding a run is continued only with `resume` (and the same recipe unless
-    `allow_recipe_change`) and replaced only with `overwrite`; it is locked while in use."""
+    `allow_recipe_change`) and replaced only with `overwrite`; it is locked while in use. `cuda_graphs`: replay
+    updates as CUDA graphs (repro/train/graphs.py)."""
     run_dir = Path(run_dir)
+    if cuda_graphs:  # before the run directory is touched
+        check_graphable(resolved.recipe, "cuda" if torch.cuda.is_available() else "cpu",
+                        int(os.environ.get("WORLD_SIZE", "1")))
     if int(os.environ.get("RANK", "0")) != 0:
-        return _train(resolved, run_dir, data_root, resume, overwrite, allow_recipe_change)
+        return _train(resolved, run_dir, data_root, resume, overwrite, allow_recipe_change, cuda_graphs)
     with run_lock(run_dir):
-        return _train(resolved, run_dir, data_root, resume, overwrite, allow_recipe_change)
+        return _train(resolved, run_dir, data_root, resume, overwrite, allow_recipe_change, cuda_graphs)
 
 
 def _train(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: bool, overwrite: bool,
-           allow_recipe_change: bool) -> dict:
+           allow_recipe_change: bool, cuda_graphs: bool) -> dict:
     r = resolved.recipe
     existing = describe_run(run_dir)
     if existing and not resume and not overwrite:
@@ -236,6 +241,7 @@ def _train(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: boo
     if r.train.compile:
         ddp_model = torch.compile(ddp_model)
     scaler = torch.amp.GradScaler(device.type) if r.train.precision == "fp16" else None
+    graphed = GraphedUpdate(model, r, capture=True) if cuda_graphs else None
 
     def save_checkpoint():
         if not d.main:
@@ -258,9 +264,40 @@ def _train(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: boo
     this_segment = {"started": status["started"], "commit": status["commit"], "hardware": status["hardware"],
                     "from_update": step}
     segments = lambda: earlier + [{**this_segment, "to_update": step, "duration_s": round(time.time() - t0, 1),
-                                   "cpu_s": round(time.process_time() - c0, 1)}]
+                                   "cpu_s": round(time.process_time() - c0, 1),
+                                   **({"cuda_graphs": graphed.counts()} if graphed else {})}]
     if earlier:
         status["started"] = earlier[0]["started"]
+
+    def eager_update(group) -> torch.Tensor:
+        """Forward and backward over the update's batches, normalisation and clipping: [loss, NLL, target tokens,
+        gradient norm] on the device, the gradients in .grad."""
+        optimizer.zero_grad(set_to_none=True)
+        # Loss, NLL and token sums stay on the device until the update's one host-device sync.
+        sums = torch.zeros(3, dtype=torch.float64, device=device)
+        for j, idx in enumerate(group):
+            batch = to_device(train_data.collate(idx), device)
+            sync = contextlib.nullcontext() if (d.world == 1 or j == len(group) - 1) else ddp_model.no_sync()
+            with sync:
+                with autocast(device, r.train.precision):
+                    loss, nll, ntok = batch_loss(ddp_model, batch, r)
+                (scaler.scale(loss) if scaler else loss).backward()
+            sums[0] += loss.detach().double()
+            sums[1] += nll.detach().double()
+            sums[2] += ntok  # a host count: no copy to the device
+        if d.world > 1:
+            dist.all_reduce(sums)
+        if scaler:
+            scaler.unscale_(optimizer)
+        # DDP averages gradients over ranks; the loss is a sum over tokens: normalise by all tokens.
+        scale = (d.world / sums[2].clamp(min=1.0)).float()
+        for p in model.parameters():
+            if p.grad is not None:
+                p.grad.mul_(scale)
+        norm = torch.nn.utils.clip_grad_norm_(
+            model.parameters(), r.optim.clip_norm if r.optim.clip_norm > 0 else float("inf"))
+        return torch.cat([sums, norm.double().view(1)])
+
     t0, c0 = time.time(), time.process_time()
     new_window = lambda: {"loss": 0.0, "nll": 0.0, "tokens": 0, "updates": 0, "time": time.time(), "grad_norm": 0.0}
     window = new_window()  # sums over the updates since the last log line
@@ -281,31 +318,11 @@ def _train(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: boo
                                      warmup=model.variant.warmup, decay_period=r.optim.decay_period)
                 for g in optimizer.param_groups:
                     g["lr"] = lr
-                optimizer.zero_grad(set_to_none=True)
-                # Loss, NLL and token sums stay on the device until the update's one host-device sync below.
-                sums = torch.zeros(3, dtype=torch.float64, device=device)
-                for j, idx in enumerate(group):
-                    batch = to_device(train_data.collate(idx), device)
-                    sync = contextlib.nullcontext() if (d.world == 1 or j == len(group) - 1) else ddp_model.no_sync()
-                    with sync:
-                        with autocast(device, r.train.precision):
-                            loss, nll, ntok = batch_loss(ddp_model, batch, r)
-                        (scaler.scale(loss) if scaler else loss).backward()
-                    sums[0] += loss.detach().double()
-                    sums[1] += nll.detach().double()
-                    sums[2] += ntok  # a host count: no copy to the device
-                if d.world > 1:
-                    dist.all_reduce(sums)
-                if scaler:
-                    scaler.unscale_(optimizer)
-                # DDP averages gradients over ranks; the loss is a sum over tokens: normalise by all tokens.
-                scale = (d.world / sums[2].clamp(min=1.0)).float()
-                for p in model.parameters():
-                    if p.grad is not None:
-                        p.grad.mul_(scale)
-                norm = torch.nn.utils.clip_grad_norm_(
-                    model.parameters(), r.optim.clip_norm if r.optim.clip_norm > 0 else float("inf"))
-                loss_sum, nll_sum, ntokens, grad_norm = torch.cat([sums, norm.double().view(1)]).tolist()
+                if graphed is not None:
+                    sums_norm = graphed(to_device(train_data.collate(group[0]), device))
+                else:
+                    sums_norm = eager_update(group)
+                loss_sum, nll_sum, ntokens, grad_norm = sums_norm.tolist()  # the update's one host-device sync
                 if scaler:
                     scaler.step(optimizer)
                     scaler.update()

@@ -1,0 +1,119 @@
+"""Updates replayed as CUDA graphs (repro/train/graphs.py): on the CPU its update runs eagerly through the code a
+capture records, so the tests check that code against the training loop's update; the capture itself needs a GPU
+(benchmarks/cuda_graph_updates.py checks it there)."""
+
+import copy
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+from typer.testing import CliRunner
+
+from repro.cli import app
+from repro.config import resolve
+from repro.data.batching import ParallelData, token_batches
+from repro.data.text import PAD, read_meta
+from repro.model.build import build_model
+from repro.reproduce import PlannedRun, job_steps
+from repro.train.graphs import GraphedUpdate, check_graphable
+from repro.train.optim import make_optimizer
+from repro.train.tasks import batch_loss
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def tiny(tiny_root, clip: float):
+    r = resolve(REPO / "recipes/6L-6L-b2t.yaml", "tiny", [f"optim.clip_norm={clip}"]).recipe
+    corpus = tiny_root / r.data.corpus
+    data = ParallelData(corpus, "train")
+    torch.manual_seed(0)
+    model = build_model(r, read_meta(corpus)["vocab_size"], PAD)
+    batches = [data.collate(i) for i in token_batches(data.sizes, r.data.max_tokens, seed=1, epoch=1)[:4]]
+    return r, model, batches
+
+
+def loop_update(model, r, batch) -> list[float]:
+    """The training loop's update (repro/train/loop.py, one batch per update, one process), written out."""
+    model.zero_grad(set_to_none=True)
+    loss, nll, ntok = batch_loss(model, batch, r)
+    loss.backward()
+    scale = (1 / torch.tensor(float(ntok), dtype=torch.float64)).float()
+    for p in model.parameters():
+        if p.grad is not None:
+            p.grad.mul_(scale)
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), r.optim.clip_norm or math.inf)
+    return [loss.item(), nll.item(), float(ntok), norm.item()]
+
+
+@pytest.mark.parametrize("clip", [0.0, 0.05])
+def test_the_graphed_update_is_the_loops_update(tiny_root, clip):
+    r, model, batches = tiny(tiny_root, clip)
+    twin = copy.deepcopy(model)
+    model.register_parameter("unused", nn.Parameter(torch.ones(3)))  # no gradient: Adam must skip it
+    graphed = GraphedUpdate(model, r, capture=False)
+    opt, twin_opt = (make_optimizer(m.parameters(), 1e-3, (0.9, 0.98), 1e-8, 0.0) for m in (model, twin))
+    for batch in batches + batches[:1]:  # the last batch's shape comes a second time
+        torch.manual_seed(7)  # the same dropout masks in both
+        got = graphed(batch).tolist()
+        torch.manual_seed(7)
+        want = loop_update(twin, r, batch)
+        assert got[2] == want[2] == batch["ntokens"]
+        assert got == pytest.approx(want, rel=1e-5)
+        if clip:
+            assert want[3] > clip  # the gradients were clipped
+        for name, q in twin.named_parameters():
+            torch.testing.assert_close(model.get_parameter(name).grad, q.grad, rtol=1e-5, atol=1e-8, msg=name)
+        assert model.unused.grad is None
+        opt.step()
+        twin_opt.step()
+    # each update started from zeroed gradients: after five Adam steps the two models still agree
+    for name, q in twin.named_parameters():
+        torch.testing.assert_close(model.get_parameter(name), q, rtol=1e-4, atol=1e-6, msg=name)
+    assert torch.equal(model.unused, torch.ones(3))
+    assert graphed.counts() == {"graphs": 0, "replayed": 0, "eager": 5}
+
+
+@pytest.mark.parametrize("sets, device, world, message", [
+    ([], "cpu", 1, "needs a CUDA device"),
+    (["optim.gpus_per_update=4"], "cuda", 1, "accumulates 4 batches per update"),
+    ([], "cuda", 2, "this run has 2 processes"),
+    (["train.precision=bf16"], "cuda", 1, "not train.precision bf16"),
+    (["train.compile=true"], "cuda", 1, "choose one"),
+])
+def test_runs_that_cannot_be_graphed_say_why(sets, device, world, message):
+    r = resolve(REPO / "recipes/18L-18L-b2t.yaml", "mini", sets).recipe
+    with pytest.raises(ValueError, match=message):
+        check_graphable(r, device, world)
+    check_graphable(resolve(REPO / "recipes/18L-18L-b2t.yaml", "mini").recipe, "cuda", 1)  # mini MT can
+    lm = resolve(REPO / "recipes/wikitext103/6L-b2t.yaml", "mini").recipe
+    with pytest.raises(ValueError, match="not lm"):
+        check_graphable(lm, "cuda", 1)
+
+
+def test_cuda_graphs_on_a_cpu_is_refused_before_the_run_directory_is_made(tiny_root, tmp_path):
+    r = CliRunner().invoke(app, ["train", str(REPO / "recipes/6L-6L-b2t.yaml"), "--scale", "tiny", "--cuda-graphs",
+                                 "--root", str(tiny_root), "--results", str(tmp_path / "results"),
+                                 "--run-dir", str(tmp_path / "run")])
+    assert r.exit_code == 2 and "--cuda-graphs needs a CUDA device" in r.output, r.output
+    assert not (tmp_path / "run").exists()
+
+
+def test_reproduce_passes_cuda_graphs_to_the_train_step_alone(tmp_path):
+    run = PlannedRun("18L-18L-b2t", "mini", 1, tmp_path / "runs")
+    train, evaluate = job_steps(run, tmp_path / "results", tmp_path / "data", ("--cuda-graphs",))
+    assert train[0] == "train" and train[-1] == "--cuda-graphs"
+    assert evaluate[0] == "evaluate" and "--cuda-graphs" not in evaluate
+    assert "--cuda-graphs" not in job_steps(run, tmp_path / "results", tmp_path / "data")[0]
+
+
+def test_a_record_keeps_the_graph_counts_of_its_stretches():
+    from repro.results import status_provenance
+    eager = {"from_update": 0, "to_update": 100, "cpu_s": 50.0}
+    graphed = {"from_update": 100, "to_update": 8000, "cpu_s": 600.0,
+               "cuda_graphs": {"graphs": 38, "replayed": 7840, "eager": 60}}
+    assert "cuda_graphs" not in status_provenance({"segments": [eager]})
+    assert status_provenance({"segments": [{**graphed, "from_update": 0}]})["cuda_graphs"]["replayed"] == 7840
+    both = status_provenance({"segments": [eager, graphed, {**graphed, "from_update": 8000}]})
+    assert both["cuda_graphs"] == {"graphs": 76, "replayed": 15680, "eager": 120}
