@@ -3,6 +3,7 @@ capture records, so the tests check that code against the training loop's update
 (benchmarks/cuda_graph_updates.py checks it there)."""
 
 import copy
+import json
 import math
 from pathlib import Path
 
@@ -117,3 +118,21 @@ def test_a_record_keeps_the_graph_counts_of_its_stretches():
     assert status_provenance({"segments": [{**graphed, "from_update": 0}]})["cuda_graphs"]["replayed"] == 7840
     both = status_provenance({"segments": [eager, graphed, {**graphed, "from_update": 8000}]})
     assert both["cuda_graphs"] == {"graphs": 76, "replayed": 15680, "eager": 120}
+
+
+def test_the_loop_trains_the_same_run_through_the_graphed_update(tiny_root, tmp_path, monkeypatch):
+    """The training loop with --cuda-graphs, its device check lifted so that the update runs eagerly on the CPU:
+    the same logged losses, gradient norms and validation NLLs as the plain loop, and the record counts the updates."""
+    from repro.train import loop
+    resolved = resolve(REPO / "recipes/18L-18L-b2t.yaml", "tiny", ["optim.max_updates=6", "optim.clip_norm=0.1"])
+    plain = loop.train_run(resolved, tmp_path / "plain", tiny_root)
+    monkeypatch.setattr(loop, "check_graphable", lambda *args: None)
+    graphed = loop.train_run(resolved, tmp_path / "graphed", tiny_root, cuda_graphs=True)
+    assert plain["status"] == graphed["status"] == "completed"
+    rows = lambda run: [{k: v for k, v in json.loads(line).items() if k not in ("time", "tokens_per_s")}
+                        for line in (tmp_path / run / "log.jsonl").read_text().splitlines()]
+    assert len(rows("plain")) == len(rows("graphed")) == 9
+    for a, b in zip(rows("plain"), rows("graphed")):
+        assert a.keys() == b.keys() and a == pytest.approx(b, rel=1e-5)
+    assert graphed["segments"][-1]["cuda_graphs"] == {"graphs": 0, "replayed": 0, "eager": 6}
+    assert "cuda_graphs" not in plain["segments"][-1]

@@ -241,7 +241,7 @@ def _train(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: boo
     if r.train.compile:
         ddp_model = torch.compile(ddp_model)
     scaler = torch.amp.GradScaler(device.type) if r.train.precision == "fp16" else None
-    graphed = GraphedUpdate(model, r, capture=True) if cuda_graphs else None
+    graphed = GraphedUpdate(model, r, capture=device.type == "cuda") if cuda_graphs else None
 
     def save_checkpoint():
         if not d.main:
