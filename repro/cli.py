@@ -129,8 +129,8 @@ def prepare(dataset: str = typer.Argument(..., help=f"One of: {', '.join(DATASET
     console.print(f"prepared {meta['corpus']} in {root / meta['corpus']} (vocabulary {meta['vocab_size']:,})")
 
 
-CUDA_GRAPHS_HELP = ("On a GPU: replay each update as a CUDA graph, the same arithmetic with far fewer kernel "
-                    "launches (MT and summarisation, one process).")
+CUDA_GRAPHS_HELP = ("On a GPU: replay each batch's forward and backward as a CUDA graph, the same arithmetic with "
+                    "far fewer kernel launches (MT and summarisation, one process, fp32 or bf16).")
 
 
 @app.command()

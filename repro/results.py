@@ -124,7 +124,7 @@ def status_provenance(status: dict) -> dict:
     before it was kept lack it), the CPU seconds of its training process where every stretch kept them and, for a
     run trained in more than one stretch (or resumed from a checkpoint of before stretches were kept), its
     `segments`, so a record says where each of its updates was made. A run trained with --cuda-graphs keeps its
-    graphs and its replayed and eager updates, summed over the stretches that used them."""
+    graphs and its replayed and eager batches, summed over the stretches that used them."""
     parts = status.get("segments", [])
     resumed = len(parts) > 1 or (parts and parts[0]["from_update"] > 0)
     cpu = [p.get("cpu_s") for p in parts]

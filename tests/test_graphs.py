@@ -35,32 +35,40 @@ def tiny(tiny_root, clip: float):
     return r, model, batches
 
 
-def loop_update(model, r, batch) -> list[float]:
-    """The training loop's update (repro/train/loop.py, one batch per update, one process), written out."""
+def loop_update(model, r, group) -> list[float]:
+    """The training loop's update (repro/train/loop.py, one process), written out: its batches' gradients
+    accumulated, divided by their target tokens, clipped."""
     model.zero_grad(set_to_none=True)
-    loss, nll, ntok = batch_loss(model, batch, r)
-    loss.backward()
-    scale = (1 / torch.tensor(float(ntok), dtype=torch.float64)).float()
+    sums = torch.zeros(3, dtype=torch.float64)
+    for batch in group:
+        loss, nll, ntok = batch_loss(model, batch, r)
+        loss.backward()
+        sums[0] += loss.detach().double()
+        sums[1] += nll.detach().double()
+        sums[2] += ntok
+    scale = (1 / sums[2].clamp(min=1.0)).float()
     for p in model.parameters():
         if p.grad is not None:
             p.grad.mul_(scale)
     norm = torch.nn.utils.clip_grad_norm_(model.parameters(), r.optim.clip_norm or math.inf)
-    return [loss.item(), nll.item(), float(ntok), norm.item()]
+    return [*sums.tolist(), norm.item()]
 
 
-@pytest.mark.parametrize("clip", [0.0, 0.05])
-def test_the_graphed_update_is_the_loops_update(tiny_root, clip):
+@pytest.mark.parametrize("clip, per_update", [(0.0, 1), (0.05, 1), (0.0, 2)])
+def test_the_graphed_update_is_the_loops_update(tiny_root, clip, per_update):
     r, model, batches = tiny(tiny_root, clip)
     twin = copy.deepcopy(model)
     model.register_parameter("unused", nn.Parameter(torch.ones(3)))  # no gradient: Adam must skip it
     graphed = GraphedUpdate(model, r, capture=False)
     opt, twin_opt = (make_optimizer(m.parameters(), 1e-3, (0.9, 0.98), 1e-8, 0.0) for m in (model, twin))
-    for batch in batches + batches[:1]:  # the last batch's shape comes a second time
+    batches = batches + batches[:per_update]  # a shape comes a second time
+    for u in range(len(batches) // per_update):
+        group = batches[u * per_update:(u + 1) * per_update]
         torch.manual_seed(7)  # the same dropout masks in both
-        got = graphed(batch).tolist()
+        got = graphed(iter(group)).tolist()
         torch.manual_seed(7)
-        want = loop_update(twin, r, batch)
-        assert got[2] == want[2] == batch["ntokens"]
+        want = loop_update(twin, r, group)
+        assert got[2] == want[2] == sum(b["ntokens"] for b in group)
         assert got == pytest.approx(want, rel=1e-5)
         if clip:
             assert want[3] > clip  # the gradients were clipped
@@ -69,25 +77,25 @@ def test_the_graphed_update_is_the_loops_update(tiny_root, clip):
         assert model.unused.grad is None
         opt.step()
         twin_opt.step()
-    # each update started from zeroed gradients: after five Adam steps the two models still agree
+    # each update started from zeroed gradients and sums: after the Adam steps the two models still agree
     for name, q in twin.named_parameters():
         torch.testing.assert_close(model.get_parameter(name), q, rtol=1e-4, atol=1e-6, msg=name)
     assert torch.equal(model.unused, torch.ones(3))
-    assert graphed.counts() == {"graphs": 0, "replayed": 0, "eager": 5}
+    assert graphed.counts() == {"graphs": 0, "replayed": 0, "eager": len(batches)}
 
 
 @pytest.mark.parametrize("sets, device, world, message", [
     ([], "cpu", 1, "needs a CUDA device"),
-    (["optim.gpus_per_update=4"], "cuda", 1, "accumulates 4 batches per update"),
-    ([], "cuda", 2, "this run has 2 processes"),
-    (["train.precision=bf16"], "cuda", 1, "not train.precision bf16"),
+    ([], "cuda", 2, "this run has 2"),
+    (["train.precision=fp16"], "cuda", 1, "not fp16"),
     (["train.compile=true"], "cuda", 1, "choose one"),
 ])
 def test_runs_that_cannot_be_graphed_say_why(sets, device, world, message):
     r = resolve(REPO / "recipes/18L-18L-b2t.yaml", "mini", sets).recipe
     with pytest.raises(ValueError, match=message):
         check_graphable(r, device, world)
-    check_graphable(resolve(REPO / "recipes/18L-18L-b2t.yaml", "mini").recipe, "cuda", 1)  # mini MT can
+    for fine in ([], ["train.precision=bf16"], ["optim.gpus_per_update=4"]):  # accumulation and bf16 can
+        check_graphable(resolve(REPO / "recipes/18L-18L-b2t.yaml", "mini", fine).recipe, "cuda", 1)
     lm = resolve(REPO / "recipes/wikitext103/6L-b2t.yaml", "mini").recipe
     with pytest.raises(ValueError, match="not lm"):
         check_graphable(lm, "cuda", 1)
@@ -120,11 +128,13 @@ def test_a_record_keeps_the_graph_counts_of_its_stretches():
     assert both["cuda_graphs"] == {"graphs": 76, "replayed": 15680, "eager": 120}
 
 
-def test_the_loop_trains_the_same_run_through_the_graphed_update(tiny_root, tmp_path, monkeypatch):
-    """The training loop with --cuda-graphs, its device check lifted so that the update runs eagerly on the CPU:
-    the same logged losses, gradient norms and validation NLLs as the plain loop, and the record counts the updates."""
+@pytest.mark.parametrize("sets", [[], ["optim.gpus_per_update=2", "train.precision=bf16"]])
+def test_the_loop_trains_the_same_run_through_the_graphed_update(tiny_root, tmp_path, monkeypatch, sets):
+    """The training loop with --cuda-graphs, its device check lifted so that the batches run eagerly on the CPU:
+    the same logged losses, gradient norms and validation NLLs as the plain loop (one batch per update in fp32, or
+    two in bf16), and the record counts the batches."""
     from repro.train import loop
-    resolved = resolve(REPO / "recipes/18L-18L-b2t.yaml", "tiny", ["optim.max_updates=6", "optim.clip_norm=0.1"])
+    resolved = resolve(REPO / "recipes/6L-6L-b2t.yaml", "tiny", ["optim.max_updates=6", "optim.clip_norm=0.1", *sets])
     plain = loop.train_run(resolved, tmp_path / "plain", tiny_root)
     monkeypatch.setattr(loop, "check_graphable", lambda *args: None)
     graphed = loop.train_run(resolved, tmp_path / "graphed", tiny_root, cuda_graphs=True)
@@ -134,5 +144,6 @@ def test_the_loop_trains_the_same_run_through_the_graphed_update(tiny_root, tmp_
     assert len(rows("plain")) == len(rows("graphed")) == 9
     for a, b in zip(rows("plain"), rows("graphed")):
         assert a.keys() == b.keys() and a == pytest.approx(b, rel=1e-5)
-    assert graphed["segments"][-1]["cuda_graphs"] == {"graphs": 0, "replayed": 0, "eager": 6}
+    batches = 6 * resolved.recipe.optim.gpus_per_update
+    assert graphed["segments"][-1]["cuda_graphs"] == {"graphs": 0, "replayed": 0, "eager": batches}
     assert "cuda_graphs" not in plain["segments"][-1]

@@ -319,7 +319,7 @@ def _train(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: boo
                 for g in optimizer.param_groups:
                     g["lr"] = lr
                 if graphed is not None:
-                    sums_norm = graphed(to_device(train_data.collate(group[0]), device))
+                    sums_norm = graphed(to_device(train_data.collate(idx), device) for idx in group)
                 else:
                     sums_norm = eager_update(group)
                 loss_sum, nll_sum, ntokens, grad_norm = sums_norm.tolist()  # the update's one host-device sync
