@@ -389,7 +389,7 @@ def reproduce(table_number: int = typer.Argument(..., metavar="TABLE", help="Tab
         from repro.data.tiny import ensure_tiny_corpora
         ensure_tiny_corpora(data_root)
     try:
-        planned = rp.plan(table_number, scale, seeds, cells, results, runs, jobs, threads)
+        planned = rp.plan(table_number, scale, seeds, cells, results, runs, jobs, threads, cuda_graphs)
     except (ValueError, RecipeError) as e:
         fail(str(e))
     stale = rp.stale_records(planned)

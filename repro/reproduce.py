@@ -58,17 +58,19 @@ def parse_cells(table: int, cells: list[str]) -> list[tuple[str, str]]:
 
 
 def plan(table: int, scale: str, seeds: int, cells: list[str], results_dir: Path, runs_dir: Path, jobs: int = 1,
-         threads: int | None = None) -> list[PlannedRun]:
+         threads: int | None = None, cuda_graphs: bool = False) -> list[PlannedRun]:
     """The table's runs with their state and cost. `jobs` and `threads` are the local launcher's: each run gets
     `threads` CPU threads, else the cores divided among the runs that go at once, and a cost is first read from
-    earlier stretches of training at that many threads on this machine (a run's pace differs with its threads)."""
+    earlier stretches of training at that many threads on this machine (a run's pace differs with its threads),
+    made with CUDA graphs or without as `cuda_graphs` says (on a GPU they set the pace as much)."""
     if table not in SPECS:
         raise ValueError(f"table {table}: tables 1-6, 9 and 10 are made of runs (7 and 8 are rendered from "
                          f"recipes and records)")
     if seeds < 1:
         raise ValueError(f"--seeds {seeds}: expected at least 1")
     spec = SPECS[table]
-    timed = [r for r in load_records(results_dir, scale) if not r.get("overrides") and r.get("duration_s")]
+    records = [r for r in load_records(results_dir, scale) if not r.get("overrides") and r.get("duration_s")]
+    timed = [r for r in records if bool(r.get("cuda_graphs")) == cuda_graphs]
     calibrated = calibration_timings(results_dir, scale)
     here = machine(hardware())
     # a record is this machine's whole-run timing only if every stretch of it was trained here (a run begun on a GPU
@@ -87,7 +89,7 @@ def plan(table: int, scale: str, seeds: int, cells: list[str], results_dir: Path
             out.append(run)
     from repro.launch import default_threads
     threads = threads or default_threads(jobs, sum(r.state != "done" for r in out))
-    paces = stretch_paces(timed, threads, here)
+    paces = stretch_paces(records, threads, here, cuda_graphs)
     for run in out:
         durations, source = estimate(run.recipe_name, scale, threads, paces, pools)
         run.estimate_s, run.estimate_from = (statistics.fmean(durations) if durations else None), source
@@ -110,9 +112,10 @@ def machines_of(rec: dict) -> set:
 SHARED_BELOW = 0.75
 
 
-def stretch_paces(records: list[dict], threads: int, here: tuple) -> list[tuple[str, float, int]]:
+def stretch_paces(records: list[dict], threads: int, here: tuple,
+                  cuda_graphs: bool = False) -> list[tuple[str, float, int]]:
     """(recipe name, seconds, updates) of every stretch of training in `records` made on machine `here` with
-    `threads` CPU threads: a resumed run's stretches one by one (each keeps its hardware, threads and seconds, so a
+    `threads` CPU threads, with CUDA graphs or without as `cuda_graphs` says: a resumed run's stretches one by one (each keeps its hardware, threads and seconds, so a
     run resumed here from another machine's checkpoint gives only its stretches here), an unresumed run whole.
     Records of before threads were kept have none to match; a CPU stretch that shared its cores with other work
     (its CPU seconds tell, where kept) does not stand for a run's pace at those threads."""
@@ -121,7 +124,8 @@ def stretch_paces(records: list[dict], threads: int, here: tuple) -> list[tuple[
         for part in stretches(rec):
             updates = (part.get("to_update") or 0) - (part.get("from_update") or 0)
             hw, seconds = part.get("hardware", {}), part.get("duration_s")
-            if machine(hw) != here or hw.get("threads") != threads or not seconds or updates <= 0:
+            if (machine(hw) != here or hw.get("threads") != threads or not seconds or updates <= 0
+                    or bool(part.get("cuda_graphs")) != cuda_graphs):
                 continue
             cpu = part.get("cpu_s")
             if not hw.get("gpus") and cpu is not None and cpu < SHARED_BELOW * seconds * threads:

@@ -147,3 +147,28 @@ def test_the_loop_trains_the_same_run_through_the_graphed_update(tiny_root, tmp_
     batches = 6 * resolved.recipe.optim.gpus_per_update
     assert graphed["segments"][-1]["cuda_graphs"] == {"graphs": 0, "replayed": 0, "eager": batches}
     assert "cuda_graphs" not in plain["segments"][-1]
+
+
+def test_plan_reads_the_pace_of_graphed_or_eager_stretches_as_asked(tmp_path, monkeypatch):
+    """On a GPU, graphs set the pace as much as the machine: --plan with --cuda-graphs reads graphed stretches only,
+    without it eager ones only, for stretches and whole runs alike."""
+    from repro.reproduce import plan
+    from repro.results import write_record
+    from test_tables import record
+    gpu = {"device": "NVIDIA H200", "cpu": "Intel(R) Xeon(R) Processor (AVX512)", "cpu_count": 16, "gpus": 1,
+           "threads": 1}
+    monkeypatch.setattr("repro.reproduce.hardware", lambda: gpu)
+    counts = {"graphs": 38, "replayed": 7900, "eager": 100}
+    write_record(tmp_path, {**record("18L-18L-b2t", 1, metrics={"bleu_average": 30.0}), "duration_s": 800.0,
+                            "updates": 8000, "hardware": gpu})  # eager, 10 updates/s
+    write_record(tmp_path, {**record("18L-18L-b2t", 2, metrics={"bleu_average": 30.0}), "duration_s": 200.0,
+                            "updates": 8000, "hardware": gpu, "cuda_graphs": counts})  # graphed, 40 updates/s
+    updates = resolve(REPO / "recipes/18L-18L-b2t.yaml", "mini").recipe.optim.max_updates
+    cell = ["18L-18L:b2t"]
+    eager = plan(1, "mini", 3, cell, tmp_path, tmp_path / "runs", threads=1)[2]
+    graphed = plan(1, "mini", 3, cell, tmp_path, tmp_path / "runs", threads=1, cuda_graphs=True)[2]
+    assert eager.estimate_s == pytest.approx(0.1 * updates) and graphed.estimate_s == pytest.approx(0.025 * updates)
+    # whole runs too, where no stretch matches the threads
+    eager = plan(1, "mini", 3, cell, tmp_path, tmp_path / "runs", threads=4)[2]
+    graphed = plan(1, "mini", 3, cell, tmp_path, tmp_path / "runs", threads=4, cuda_graphs=True)[2]
+    assert (eager.estimate_s, graphed.estimate_s) == (800.0, 200.0)
