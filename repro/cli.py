@@ -396,6 +396,11 @@ def reproduce(table_number: int = typer.Argument(..., metavar="TABLE", help="Tab
     print(rp.describe_plan(planned), end="")
     if plan_only:
         return
+    if cuda_graphs:  # refused here, not by every job; a SLURM job's machine is taken to have its GPUs
+        try:
+            rp.check_graphable_runs(planned, on_gpu=launcher == "slurm")
+        except ValueError as e:
+            fail(str(e))
     if stale:
         fail(f"{len(stale)} records of earlier recipe versions hold the slots these runs write: remove them first "
              f"(git rm {' '.join(stale[:3])}{' ...' if len(stale) > 3 else ''})")

@@ -241,6 +241,22 @@ def job_steps(run: PlannedRun, results_dir: Path, data_root: Path, train_flags: 
     return [evaluate] if status.is_file() else [train, evaluate]
 
 
+def check_graphable_runs(runs: list[PlannedRun], on_gpu: bool) -> None:
+    """Raise the first run's reason (one line, naming it) why its batches cannot be replayed as CUDA graphs where
+    they will train: on this machine's device, or on a GPU (`on_gpu`)."""
+    import torch
+
+    from repro.config import resolve
+    from repro.train.graphs import check_graphable
+    device = "cuda" if on_gpu or torch.cuda.is_available() else "cpu"
+    for run in runs:
+        if run.state != "done":
+            try:
+                check_graphable(resolve(run.recipe, run.scale).recipe, device, 1)
+            except ValueError as e:
+                raise ValueError(f"{run.name}: {e}") from None
+
+
 def local_jobs(runs: list[PlannedRun], results_dir: Path, data_root: Path, train_flags: tuple = ()):
     from repro.config import resolve
     from repro.launch import Job

@@ -172,3 +172,13 @@ def test_plan_reads_the_pace_of_graphed_or_eager_stretches_as_asked(tmp_path, mo
     eager = plan(1, "mini", 3, cell, tmp_path, tmp_path / "runs", threads=4)[2]
     graphed = plan(1, "mini", 3, cell, tmp_path, tmp_path / "runs", threads=4, cuda_graphs=True)[2]
     assert (eager.estimate_s, graphed.estimate_s) == (800.0, 200.0)
+
+
+def test_reproduce_refuses_cuda_graphs_before_any_job_starts(tiny_root, tmp_path):
+    common = ["--scale", "tiny", "--root", str(tiny_root), "--results", str(tmp_path / "results"),
+              "--runs", str(tmp_path / "runs"), "--cuda-graphs"]
+    r = CliRunner().invoke(app, ["reproduce", "1", "--cells", "6L-6L:b2t", *common])
+    assert r.exit_code == 2 and "6L-6L-b2t-tiny-s1: --cuda-graphs needs a CUDA device" in r.output, r.output
+    r = CliRunner().invoke(app, ["reproduce", "3", "--launcher", "slurm", *common])  # a GPU there, but an LM
+    assert r.exit_code == 2 and "--cuda-graphs supports tasks mt, summarization, not lm" in r.output, r.output
+    assert not list((tmp_path / "runs").glob("*/*"))
