@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
-import time
 from pathlib import Path
 from typing import List, Optional
 
