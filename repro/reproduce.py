@@ -115,8 +115,9 @@ SHARED_BELOW = 0.75
 def stretch_paces(records: list[dict], threads: int, here: tuple,
                   cuda_graphs: bool = False) -> list[tuple[str, float, int]]:
     """(recipe name, seconds, updates) of every stretch of training in `records` made on machine `here` with
-    `threads` CPU threads, with CUDA graphs or without as `cuda_graphs` says: a resumed run's stretches one by one (each keeps its hardware, threads and seconds, so a
-    run resumed here from another machine's checkpoint gives only its stretches here), an unresumed run whole.
+    `threads` CPU threads, with CUDA graphs or without as `cuda_graphs` says: a resumed run's stretches one by one
+    (each keeps its hardware, threads and seconds, so a run resumed here from another machine's checkpoint gives
+    only its stretches here), an unresumed run whole.
     Records of before threads were kept have none to match; a CPU stretch that shared its cores with other work
     (its CPU seconds tell, where kept) does not stand for a run's pace at those threads."""
     paces = []
