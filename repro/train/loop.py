@@ -147,7 +147,7 @@ def train_run(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: 
               overwrite: bool = False, allow_recipe_change: bool = False, cuda_graphs: bool = False) -> dict:
     """Train one run. A directory holding a run is continued only with `resume` (and the same recipe unless
     `allow_recipe_change`) and replaced only with `overwrite`; it is locked while in use. `cuda_graphs`: replay
-    updates as CUDA graphs (repro/train/graphs.py)."""
+    each batch's forward and backward as a CUDA graph (repro/train/graphs.py)."""
     run_dir = Path(run_dir)
     if cuda_graphs:  # before the run directory is touched
         check_graphable(resolved.recipe, "cuda" if torch.cuda.is_available() else "cpu",
