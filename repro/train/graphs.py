@@ -22,13 +22,13 @@ what lives in the pool is each replay's temporaries, dead when it ends.
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Iterable
 
 import torch
 
 from repro.config import Recipe
 from repro.data.text import PAD
+from repro.train.optim import normalise_and_clip
 from repro.train.tasks import batch_loss
 
 GRAPH_TASKS = ("mt", "summarization")  # text in, text out; the LM's adaptive softmax picks rows by value (a sync)
@@ -132,10 +132,7 @@ class GraphedUpdate:
             self._batch(batch)
         if self.params is None:
             self.params = [p for p in self.model.parameters() if p.grad is not None]
-        # As the eager loop: divide by the update's target tokens, rounded the same way, then clip.
-        torch._foreach_mul_([p.grad for p in self.params], (1.0 / self.sums[2].clamp(min=1.0)).float())
-        clip = self.recipe.optim.clip_norm
-        norm = torch.nn.utils.clip_grad_norm_(self.params, clip if clip > 0 else math.inf, foreach=True)
+        norm = normalise_and_clip(self.params, self.sums[2], self.recipe.optim.clip_norm)  # as the eager loop
         out = torch.cat([self.sums, norm.double().view(1)])
         self.sums.zero_()  # for the next update
         return out

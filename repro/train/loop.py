@@ -31,7 +31,7 @@ from repro.results import atomic_write_text, corpus_fingerprint, git_commit, har
 from repro.train import checkpoint
 from repro.train.graphs import GraphedUpdate, check_graphable
 from repro.train.health import HealthMonitor, effective_window
-from repro.train.optim import inverse_sqrt_lr, load_optimizer_state, make_optimizer
+from repro.train.optim import inverse_sqrt_lr, load_optimizer_state, make_optimizer, normalise_and_clip
 from repro.train.tasks import batch_loss, batch_tokens, open_split, to_device
 
 
@@ -290,12 +290,7 @@ def _train(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: boo
         if scaler:
             scaler.unscale_(optimizer)
         # DDP averages gradients over ranks; the loss is a sum over tokens: normalise by all tokens.
-        scale = (d.world / sums[2].clamp(min=1.0)).float()
-        for p in model.parameters():
-            if p.grad is not None:
-                p.grad.mul_(scale)
-        norm = torch.nn.utils.clip_grad_norm_(
-            model.parameters(), r.optim.clip_norm if r.optim.clip_norm > 0 else float("inf"))
+        norm = normalise_and_clip(model.parameters(), sums[2], r.optim.clip_norm, d.world)
         return torch.cat([sums, norm.double().view(1)])
 
     t0, c0 = time.time(), time.process_time()

@@ -36,6 +36,15 @@ def label_smoothed_nll(logits: torch.Tensor, target: torch.Tensor, epsilon: floa
     return loss.sum(), nll.sum()
 
 
+def normalise_and_clip(params, tokens: torch.Tensor, clip_norm: float, world: int = 1) -> torch.Tensor:
+    """Divide an update's summed gradients by its target tokens (`tokens`, a device scalar; times `world`, as DDP
+    averaged them over its processes), then clip their norm (clip_norm 0: no clipping). Returns the norm before
+    clipping, on the device."""
+    params = list(params)
+    torch._foreach_mul_([p.grad for p in params if p.grad is not None], (world / tokens.clamp(min=1.0)).float())
+    return torch.nn.utils.clip_grad_norm_(params, clip_norm if clip_norm > 0 else math.inf)
+
+
 def make_optimizer(params, lr: float, betas, eps: float, weight_decay: float) -> torch.optim.Adam:
     """torch's Adam (fairseq's Adam: L2 weight decay added to the gradient). On a GPU its fused kernel: a few launches
     per step instead of several per parameter, the same update up to rounding; on a CPU the default
