@@ -229,6 +229,30 @@ def test_dlcl_weights_start_at_average():
     assert isinstance(m.encoder.dlcl.norms[0], nn.Identity)
 
 
+def test_dlcl_stack_matches_equation_and_normalises_each_output_once():
+    """Layer l+1's input is sum_k W[l, k] LN_k(y_k) (y_0 the embedding, not normalised); the stack's output is row
+    L's sum under the final LN. Each LN_k runs once per forward, not once per later layer."""
+    torch.manual_seed(0)
+    stack = LayerStack(VARIANTS["dlcl"], 4, D, FF, H, 0.0, 0.0, 0.0, cross_attention=False).eval()
+    with torch.no_grad():
+        stack.dlcl.weights.copy_(torch.rand(5, 5).tril())
+        for m in stack.dlcl.norms[1:]:
+            m.weight.uniform_(0.5, 1.5)
+            m.bias.uniform_(-0.5, 0.5)
+    calls = [0] * 5
+    for k, norm in enumerate(stack.dlcl.norms):
+        norm.register_forward_hook(lambda *_, k=k: calls.__setitem__(k, calls[k] + 1))
+    x = torch.randn(2, 7, D)
+    out = stack(x)
+    assert calls == [1] * 5
+    w, norms = stack.dlcl.weights.detach(), stack.dlcl.norms
+    ys = [x]
+    for l, layer in enumerate(stack.layers):
+        ys.append(layer(sum(w[l, k] * norms[k](y) for k, y in enumerate(ys))))
+    ref = stack.final_norm(sum(w[4, k] * norms[k](y) for k, y in enumerate(ys)))
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+
+
 def test_admin_profile_is_deterministic_and_sets_scale(tmp_path):
     src = torch.randint(2, 40, (4, 9))
     prev = torch.randint(2, 40, (4, 6))

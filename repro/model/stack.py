@@ -27,11 +27,17 @@ class DLCLCombination(nn.Module):
         self.weights = nn.Parameter(self.tril / (rows + 1).float())
         self.norms = nn.ModuleList([nn.Identity()] + [nn.LayerNorm(d_model) for _ in range(num_layers)])
 
-    def combine(self, history: list[torch.Tensor]) -> torch.Tensor:
-        """Input to the next layer (or the stack's output) from the outputs stored so far."""
-        row = len(history) - 1
-        w = self.weights[row] * self.tril[row]
-        return sum(w[k] * self.norms[k](y) for k, y in enumerate(history))
+    def store(self, k: int, y: torch.Tensor) -> torch.Tensor:
+        """y_k as every later combination reads it: normalised once, when stored (as the official code's
+        LearnableDenseLayerHistory.add, wangqiangneu/dlcl fairseq/modules/layer_history.py), not once per reader."""
+        return self.norms[k](y)
+
+    def combine(self, stored: list[torch.Tensor]) -> torch.Tensor:
+        """Input to the next layer (or the stack's output) from the normalised outputs stored so far: one weighted
+        sum over them stacked (that file's pop), a few launches whatever the depth."""
+        row = len(stored) - 1
+        w = self.weights[row, : row + 1]  # the lower triangle's row: tril[row] is one on exactly these
+        return (torch.stack(stored) * w.view(-1, *(1,) * stored[0].dim())).sum(0)
 
 
 class LayerStack(nn.Module):
@@ -56,7 +62,7 @@ class LayerStack(nn.Module):
                 memory: torch.Tensor | None = None, memory_mask: torch.Tensor | None = None,
                 cache: list[dict] | None = None, layer_outputs: list[torch.Tensor] | None = None) -> torch.Tensor:
         """layer_outputs, if given, receives each layer's output hidden states (bottom layer first)."""
-        history = [x] if self.dlcl is not None else None
+        history = [self.dlcl.store(0, x)] if self.dlcl is not None else None
         for i, layer in enumerate(self.layers):
             if history is not None:
                 x = self.dlcl.combine(history)
@@ -65,7 +71,7 @@ class LayerStack(nn.Module):
             if layer_outputs is not None:
                 layer_outputs.append(x)
             if history is not None:
-                history.append(x)
+                history.append(self.dlcl.store(i + 1, x))
         if history is not None:
             x = self.dlcl.combine(history)
         return self.final_norm(x)
