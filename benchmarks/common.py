@@ -67,3 +67,14 @@ def machine() -> dict:
 def write_json(path: Path, data: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2) + "\n")
+
+
+def log_rows(run: Path) -> list[dict]:
+    """A run directory's logged training rows (those with a loss), in order."""
+    return [row for row in map(json.loads, (run / "log.jsonl").read_text().splitlines()) if "loss" in row]
+
+
+def updates_per_s(rows: list[dict], from_step: int) -> float:
+    """Updates per second from the first logged row at or after `from_step` to the last."""
+    start = next(r for r in rows if r["step"] >= from_step)
+    return (rows[-1]["step"] - start["step"]) / (rows[-1]["time"] - start["time"])

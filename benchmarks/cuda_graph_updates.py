@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import write_json
+from common import log_rows, updates_per_s, write_json
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -36,14 +36,8 @@ def train_cmd(recipe: Path, folder: Path, name: str, updates: int, root: Path, s
             *[x for s in sets for x in ("--set", s)], *(["--cuda-graphs"] if graphs else [])]
 
 
-def log_rows(run: Path) -> list[dict]:
-    return [row for row in map(json.loads, (run / "log.jsonl").read_text().splitlines()) if "loss" in row]
-
-
 def pace(run: Path, after: int = 100) -> float:
-    rows = log_rows(run)
-    start = next(r for r in rows if r["step"] >= after)
-    return (rows[-1]["step"] - start["step"]) / (rows[-1]["time"] - start["time"])
+    return updates_per_s(log_rows(run), after)
 
 
 def graph_counts(run: Path) -> dict:

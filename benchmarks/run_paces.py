@@ -13,20 +13,17 @@ import argparse
 import json
 from pathlib import Path
 
-from common import write_json
+from common import log_rows, updates_per_s, write_json
 
 
-def run_pace(log: Path, last: int) -> dict:
-    rows = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
-    steps = [r for r in rows if "loss" in r]
+def run_pace(run: Path, last: int) -> dict:
+    steps = log_rows(run)
     if len(steps) < 2:
         return {"updates": steps[-1]["step"] if steps else 0}
     end = steps[-1]
-    start = next(r for r in steps if r["step"] >= end["step"] - last)
-    if start is end:
-        start = steps[-2]
+    rows = map(json.loads, (run / "log.jsonl").read_text().splitlines())
     return {"updates": end["step"], "seconds": round(end["time"], 1),
-            "updates_per_s": round((end["step"] - start["step"]) / (end["time"] - start["time"]), 3),
+            "updates_per_s": round(updates_per_s(steps, min(end["step"] - last, steps[-2]["step"])), 3),
             "valid_nll": {str(r["step"]): round(r["valid_nll"], 3) for r in rows if "valid_nll" in r}}
 
 
@@ -39,7 +36,7 @@ def main() -> None:
     a = ap.parse_args()
     if not a.runs.is_dir():
         raise SystemExit(f"{a.runs}: no such folder")
-    runs = {d.name: run_pace(d / "log.jsonl", a.last)
+    runs = {d.name: run_pace(d, a.last)
             for d in sorted(a.runs.iterdir()) if (d / "log.jsonl").exists()}
     if not runs:
         raise SystemExit(f"{a.runs}: no run directory with a log.jsonl")
