@@ -16,7 +16,8 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from repro.results import current_hash, hardware, load_records, record_path, recipes_dir, stretch_hardware, stretches
+from repro.results import (current_hash, hardware, load_records, machine, record_path, recipes_dir, stretch_hardware,
+                           stretches)
 from repro.tables.spec import SPECS
 
 
@@ -98,11 +99,6 @@ def plan(table: int, scale: str, seeds: int, cells: list[str], results_dir: Path
     return out
 
 
-def machine(hw: dict) -> tuple:
-    """What decides a run's speed: the accelerator, the CPU and its vector kernels, the cores."""
-    return hw.get("device"), hw.get("cpu"), hw.get("cpu_count")
-
-
 def machines_of(rec: dict) -> set:
     return {machine(hw) for hw in stretch_hardware(rec)}
 
@@ -112,7 +108,7 @@ def machines_of(rec: dict) -> set:
 SHARED_BELOW = 0.75
 
 
-def stretch_paces(records: list[dict], threads: int, here: tuple,
+def stretch_paces(records: list[dict], threads: int, here: str,
                   cuda_graphs: bool = False) -> list[tuple[str, float, int]]:
     """(recipe name, seconds, updates) of every stretch of training in `records` made on machine `here` with
     `threads` CPU threads, with CUDA graphs or without as `cuda_graphs` says: a resumed run's stretches one by one

@@ -98,6 +98,15 @@ def where(hardware: dict) -> str:
     return ", ".join(part for part in (cpu, hardware.get("cpu_id", ""), cores) if part)
 
 
+def machine(hardware: dict) -> str:
+    """Which machine a run trained on, as paces and hours tell machines apart: its GPUs by name, or 0 and the CPU
+    (a CPU run's #GPU is 0, not missing) with its kernels, family and model: one CPU name ("AMD EPYC") can hide
+    generations of different speed, so neither paces nor hours are ever pooled over machines."""
+    if hardware.get("gpus"):
+        return f"{hardware['gpus']} x {hardware.get('device', 'GPU')}"
+    return f"0 (CPU: {where(hardware)})"
+
+
 def stretches(rec: dict) -> list[dict]:
     """A record's stretches of training: its `segments`, or the whole run as one where it was trained in one."""
     return rec.get("segments") or [{**rec, "from_update": 0, "to_update": rec.get("updates")}]

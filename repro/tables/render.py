@@ -12,7 +12,7 @@ import statistics
 from pathlib import Path
 
 from repro.config import RecipeError, resolve
-from repro.results import current_records, recipes_dir, stretch_hardware, where
+from repro.results import current_records, machine, recipes_dir, stretch_hardware
 from repro.tables import paper_values as pv
 from repro.tables.spec import SPECS, TITLES, TableSpec
 
@@ -247,15 +247,6 @@ def table7_rows() -> list[dict]:
                          "ours": o, "scale": "paper", "status": "ok" if str(o) == str(paper[j]) or o == paper[j]
                          else "differs"})
     return rows
-
-
-def machine(hardware: dict) -> str:
-    """Where a run trained, in words: its GPUs by name, or 0 and the CPU (a CPU run's #GPU is 0, not missing), with
-    its family and model where the record has them: one CPU name ("AMD EPYC") can hide generations of different
-    speed, and hours are never averaged over machines."""
-    if hardware.get("gpus"):
-        return f"{hardware['gpus']} x {hardware.get('device', 'GPU')}"
-    return f"0 (CPU: {where(hardware)})"
 
 
 def one_machine(rec: dict) -> bool:
