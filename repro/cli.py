@@ -387,7 +387,12 @@ def reproduce(table_number: int = typer.Argument(..., metavar="TABLE", help="Tab
         from repro.data.tiny import ensure_tiny_corpora
         ensure_tiny_corpora(data_root)
     try:
-        planned = rp.plan(table_number, scale, seeds, cells, results, runs, jobs, threads, cuda_graphs)
+        settings = {}
+        if launcher != "local":
+            settings = rp.slurm_settings(slurm_config, {"partition": partition, "account": account, "time": time_min,
+                                                        "gpus": gpus})
+        slurm_gpus = int(settings.get("gpus", 1)) if launcher == "slurm" else None
+        planned = rp.plan(table_number, scale, seeds, cells, results, runs, jobs, threads, cuda_graphs, slurm_gpus)
     except (ValueError, RecipeError) as e:
         fail(str(e))
     stale = rp.stale_records(planned)
@@ -415,16 +420,15 @@ def reproduce(table_number: int = typer.Argument(..., metavar="TABLE", help="Tab
             fail(f"{len(bad)} runs did not finish: " + ", ".join(f"{j.name} ({j.log})" for j in bad))
     else:
         try:
-            settings = rp.slurm_settings(slurm_config, {"partition": partition, "account": account, "time": time_min,
-                                                        "gpus": gpus})
             submitted = rp.submit(planned, results, data_root, runs / "slurm", settings,
                                   local=launcher == "submitit-local", train_flags=train_flags)
         except ValueError as e:
             fail(str(e))
         console.print(f"submitted {len(submitted)} jobs: " + ", ".join(str(j.job_id) for j in submitted))
         if launcher == "slurm":
-            console.print(f"run `lnrepro reproduce {table_number} --scale {scale} --seeds {seeds} --plan` to follow "
-                          f"them, and `lnrepro table {table_number} --scale {scale}` when they are done")
+            console.print(f"run `lnrepro reproduce {table_number} --scale {scale} --seeds {seeds} --launcher slurm "
+                          f"--gpus {slurm_gpus} --plan` to follow them, and `lnrepro table {table_number} --scale "
+                          f"{scale}` when they are done")
             return
         for job in submitted:
             try:

@@ -59,11 +59,13 @@ def parse_cells(table: int, cells: list[str]) -> list[tuple[str, str]]:
 
 
 def plan(table: int, scale: str, seeds: int, cells: list[str], results_dir: Path, runs_dir: Path, jobs: int = 1,
-         threads: int | None = None, cuda_graphs: bool = False) -> list[PlannedRun]:
+         threads: int | None = None, cuda_graphs: bool = False, slurm_gpus: int | None = None) -> list[PlannedRun]:
     """The table's runs with their state and cost. `jobs` and `threads` are the local launcher's: each run gets
     `threads` CPU threads, else the cores divided among the runs that go at once, and a cost is first read from
     earlier stretches of training at that many threads on this machine (a run's pace differs with its threads),
-    made with CUDA graphs or without as `cuda_graphs` says (on a GPU they set the pace as much)."""
+    made with CUDA graphs or without as `cuda_graphs` says (on a GPU they set the pace as much).
+    Runs for SLURM (`slurm_gpus` GPUs a job) train on machines unknown here: their cost is read only from whole runs
+    made on that many GPUs, wherever, never from this machine's pace."""
     if table not in SPECS:
         raise ValueError(f"table {table}: tables 1-6, 9 and 10 are made of runs (7 and 8 are rendered from "
                          f"recipes and records)")
@@ -79,6 +81,9 @@ def plan(table: int, scale: str, seeds: int, cells: list[str], results_dir: Path
     mine = lambda records: [r for r in records if machines_of(r) == {here}]
     pools = ((mine(timed), ""), (timed, "other machines"),
              (mine(calibrated), "calibration runs"), (calibrated, "calibration runs, other machines"))
+    if slurm_gpus is not None:
+        on = lambda records: [r for r in records if {hw.get("gpus", 0) for hw in stretch_hardware(r)} == {slurm_gpus}]
+        pools = ((on(timed), f"{slurm_gpus}-GPU runs"), (on(calibrated), f"calibration runs, {slurm_gpus}-GPU"))
     out = []
     for group, method in parse_cells(table, cells):
         name = spec.recipe_name(group, method)
@@ -90,7 +95,7 @@ def plan(table: int, scale: str, seeds: int, cells: list[str], results_dir: Path
             out.append(run)
     from repro.launch import default_threads
     threads = threads or default_threads(jobs, sum(r.state != "done" for r in out))
-    paces = stretch_paces(records, threads, here, cuda_graphs)
+    paces = stretch_paces(records, threads, here, cuda_graphs) if slurm_gpus is None else []
     for run in out:
         durations, source = estimate(run.recipe_name, scale, threads, paces, pools)
         run.estimate_s, run.estimate_from = (statistics.fmean(durations) if durations else None), source
@@ -300,11 +305,12 @@ def submit(runs: list[PlannedRun], results_dir: Path, data_root: Path, folder: P
 
 
 SLURM_KEYS = ("partition", "account", "qos", "constraint", "time", "gpus", "cpus")
+SLURM_COUNTS = {"time": 1, "gpus": 0, "cpus": 1}  # the numeric settings and their least values (a CPU cluster: 0 GPUs)
 
 
 def slurm_settings(config: Path | None, flags: dict) -> dict:
     """Settings from a small YAML (keys: partition, account, qos, constraint, time in minutes, gpus, cpus), then
-    the command-line flags over it."""
+    the command-line flags over it; a count that is no whole number names where it came from."""
     settings: dict = {}
     if config is not None:
         import yaml
@@ -316,7 +322,13 @@ def slurm_settings(config: Path | None, flags: dict) -> dict:
             bad = sorted(set(data) - set(SLURM_KEYS)) if isinstance(data, dict) else data
             raise ValueError(f"{config}: unknown SLURM settings {bad} (expected keys {', '.join(SLURM_KEYS)})")
         settings.update(data)
-    settings.update({k: v for k, v in flags.items() if v is not None})
+    given = {k: v for k, v in flags.items() if v is not None}
+    settings.update(given)
+    for key, least in SLURM_COUNTS.items():
+        value = settings.get(key, least)
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            source = f"--{key}" if key in given else f"{config}: {key}"
+            raise ValueError(f"{source} {value!r}: expected a whole number of at least {least}")
     return settings
 
 

@@ -95,6 +95,37 @@ def test_bad_arguments_one_line(tmp_path):
                             "--results", str(tmp_path / "r"), "--runs", str(tmp_path / "runs"),
                             "--root", str(tmp_path / "d")])
     assert r.exit_code == 2 and "nodez" in r.output, r.output
+    cfg.write_text("partition: gpu\ngpus: two\n")
+    r = runner.invoke(app, ["reproduce", "1", "--scale", "tiny", "--launcher", "slurm", "--slurm-config", str(cfg),
+                            "--results", str(tmp_path / "r"), "--runs", str(tmp_path / "runs"),
+                            "--root", str(tmp_path / "d")])
+    assert r.exit_code == 2 and f"{cfg}: gpus 'two': expected a whole number" in r.output, r.output
+    r = runner.invoke(app, ["reproduce", "1", "--scale", "tiny", "--launcher", "slurm", "--slurm-config", str(cfg),
+                            "--gpus", "2", "--time", "0", "--results", str(tmp_path / "r"),
+                            "--runs", str(tmp_path / "runs"), "--root", str(tmp_path / "d")])
+    assert r.exit_code == 2 and "--time 0: expected a whole number of at least 1" in r.output, r.output
+
+
+def test_plan_for_slurm_reads_runs_on_that_many_gpus_never_this_machine(tmp_path):
+    """SLURM jobs train on the cluster's machines: this machine's pace says nothing of their cost."""
+    from repro.reproduce import plan
+    from repro.results import hardware, write_record
+    from test_tables import record
+    here = hardware()
+    gpu = {"device": "NVIDIA H100 80GB HBM3", "cpu": "Intel(R) Xeon(R) Processor (AVX512)", "cpu_count": 16,
+           "gpus": 1, "threads": 1}
+    write_record(tmp_path, {**record("18L-18L-b2t", 1, metrics={"bleu_average": 30.0}), "duration_s": 7200.0,
+                            "updates": 8000, "hardware": here})
+    write_record(tmp_path, {**record("18L-18L-pre_ln", 1, metrics={"bleu_average": 30.0}), "duration_s": 900.0,
+                            "updates": 8000, "hardware": gpu})
+    cell = ["18L-18L:b2t"]
+    local = plan(1, "mini", 2, cell, tmp_path, tmp_path / "runs", threads=here["threads"])[1]
+    assert local.estimate_s == pytest.approx(7200.0) and local.estimate_from in ("", f"{here['threads']} thread",
+                                                                                 f"{here['threads']} threads")
+    one = plan(1, "mini", 2, cell, tmp_path, tmp_path / "runs", slurm_gpus=1)[1]
+    assert (one.estimate_s, one.estimate_from) == (900.0, "its depth, 1-GPU runs")
+    eight = plan(1, "mini", 2, cell, tmp_path, tmp_path / "runs", slurm_gpus=8)[1]
+    assert eight.estimate_s is None
 
 
 def test_plan_estimates_from_the_recipe_then_its_depth_on_this_machine_first(tmp_path):
