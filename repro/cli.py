@@ -391,7 +391,7 @@ def reproduce(table_number: int = typer.Argument(..., metavar="TABLE", help="Tab
         if launcher != "local":
             settings = rp.slurm_settings(slurm_config, {"partition": partition, "account": account, "time": time_min,
                                                         "gpus": gpus})
-        slurm_gpus = int(settings.get("gpus", 1)) if launcher == "slurm" else None
+        slurm_gpus = settings.get("gpus", 1) if launcher == "slurm" else None
         planned = rp.plan(table_number, scale, seeds, cells, results, runs, jobs, threads, cuda_graphs, slurm_gpus)
     except (ValueError, RecipeError) as e:
         fail(str(e))
@@ -407,10 +407,15 @@ def reproduce(table_number: int = typer.Argument(..., metavar="TABLE", help="Tab
     if stale:
         fail(f"{len(stale)} records of earlier recipe versions hold the slots these runs write: remove them first "
              f"(git rm {' '.join(stale[:3])}{' ...' if len(stale) > 3 else ''})")
-    todo = [r for r in planned if r.state != "done"]
+    todo = rp.to_launch(planned)
     train_flags = ("--cuda-graphs",) if cuda_graphs else ()
+    running = [r.name for r in planned if r.state == "running"]
+    if running:  # another command trains them; starting them here would only be refused by their locks
+        console.print(f"{len(running)} runs train in other processes and are left to them: {', '.join(running)}")
     if not todo:
-        console.print(f"nothing to do: all {len(planned)} runs of table {table_number} at scale {scale} are done")
+        console.print(f"nothing to start: the {len(planned)} runs of table {table_number} at scale {scale} are done "
+                      f"or training elsewhere" if running else
+                      f"nothing to do: all {len(planned)} runs of table {table_number} at scale {scale} are done")
     elif launcher == "local":
         from repro.launch import default_threads, run_jobs
         done = run_jobs(rp.local_jobs(planned, results, data_root, train_flags), jobs,

@@ -19,6 +19,7 @@ from pathlib import Path
 from repro.results import (current_hash, hardware, load_records, machine, record_path, recipes_dir, stretch_hardware,
                            stretches)
 from repro.tables.spec import SPECS
+from repro.train.lock import lock_holder
 
 
 @dataclass
@@ -27,7 +28,7 @@ class PlannedRun:
     scale: str
     seed: int
     run_dir: Path
-    state: str = "missing"       # done / partial / missing
+    state: str = "missing"       # done / running (in another process) / partial / missing
     detail: str = ""
     estimate_s: float | None = None
     estimate_from: str = ""      # "" its own earlier runs here; else what stood in: "its depth", "other machines"
@@ -94,12 +95,12 @@ def plan(table: int, scale: str, seeds: int, cells: list[str], results_dir: Path
             run.state, run.detail = run_state(run, results_dir)
             out.append(run)
     from repro.launch import default_threads
-    threads = threads or default_threads(jobs, sum(r.state != "done" for r in out))
+    threads = threads or default_threads(jobs, len(to_launch(out)))
     paces = stretch_paces(records, threads, here, cuda_graphs) if slurm_gpus is None else []
     for run in out:
         durations, source = estimate(run.recipe_name, scale, threads, paces, pools)
         run.estimate_s, run.estimate_from = (statistics.fmean(durations) if durations else None), source
-        if run.estimate_s and run.state == "partial":
+        if run.estimate_s and run.state in ("partial", "running"):
             run.estimate_s *= 1 - trained_fraction(run)  # the time still to go, not the whole run's
     return out
 
@@ -200,10 +201,19 @@ def run_state(run: PlannedRun, results_dir: Path) -> tuple[str, str]:
     status = run.run_dir / "status.json"
     if status.is_file():
         return "partial", f"trained ({json.loads(status.read_text())['status']}), not evaluated"
+    pid = lock_holder(run.run_dir)
+    if pid:
+        step = logged_update(run.run_dir)
+        return "running", f"training in process {pid}, at update {step:,} ({trained_fraction(run):.0%} done)"
     last = last_checkpoint(run.run_dir)
     if last:
         return "partial", f"resumable from checkpoint_{last}.pt ({trained_fraction(run):.0%} done)"
     return "missing", ""
+
+
+def to_launch(runs: list[PlannedRun]) -> list[PlannedRun]:
+    """The runs to start or resume: not done, and not training in another process now."""
+    return [r for r in runs if r.state in ("partial", "missing")]
 
 
 def last_checkpoint(run_dir: Path) -> int | None:
@@ -215,12 +225,26 @@ def last_checkpoint(run_dir: Path) -> int | None:
     return int(PATTERN.search(ckpts[-1].name).group(1)) if ckpts else None
 
 
+def logged_update(run_dir: Path) -> int:
+    """The last update a run's log names (0 before its first entry); a line still being written is skipped."""
+    step = 0
+    log = run_dir / "log.jsonl"
+    if log.is_file():
+        for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                step = json.loads(line).get("step", step)
+            except ValueError:
+                continue
+    return step
+
+
 def trained_fraction(run: PlannedRun) -> float:
-    """How much of a run's training is behind it: 1 once trained (evaluation, seconds, is left), else its last
-    checkpoint's share of the recipe's updates (checkpoint_4500 of 12,000: 0.375)."""
+    """How much of a run's training is behind it: 1 once trained (evaluation, seconds, is left), else, while it
+    trains, its log's last update's share of the recipe's updates, else its last checkpoint's (checkpoint_4500 of
+    12,000: 0.375)."""
     if (run.run_dir / "status.json").is_file():
         return 1.0
-    last = last_checkpoint(run.run_dir)
+    last = logged_update(run.run_dir) if lock_holder(run.run_dir) else last_checkpoint(run.run_dir)
     if not last:
         return 0.0
     from repro.config import resolve
@@ -251,19 +275,18 @@ def check_graphable_runs(runs: list[PlannedRun], on_gpu: bool) -> None:
     from repro.config import resolve
     from repro.train.graphs import check_graphable
     device = "cuda" if on_gpu or torch.cuda.is_available() else "cpu"
-    for run in runs:
-        if run.state != "done":
-            try:
-                check_graphable(resolve(run.recipe, run.scale).recipe, device, 1)
-            except ValueError as e:
-                raise ValueError(f"{run.name}: {e}") from None
+    for run in to_launch(runs):
+        try:
+            check_graphable(resolve(run.recipe, run.scale).recipe, device, 1)
+        except ValueError as e:
+            raise ValueError(f"{run.name}: {e}") from None
 
 
 def local_jobs(runs: list[PlannedRun], results_dir: Path, data_root: Path, train_flags: tuple = ()):
     from repro.config import resolve
     from repro.launch import Job
     return [Job(r.name, job_steps(r, results_dir, data_root, train_flags), r.run_dir / "reproduce.out", r.run_dir,
-                resolve(r.recipe, r.scale).recipe.optim.max_updates) for r in runs if r.state != "done"]
+                resolve(r.recipe, r.scale).recipe.optim.max_updates) for r in to_launch(runs)]
 
 
 # -- SLURM through submitit -----------------------------------------------------------------------------------
@@ -300,8 +323,8 @@ def submit(runs: list[PlannedRun], results_dir: Path, data_root: Path, folder: P
             if slurm.get(key):
                 params[f"slurm_{key}"] = slurm[key]
         executor.update_parameters(**params)
-    todo = [r for r in runs if r.state != "done"]
-    return [executor.submit(_run_steps, job_steps(r, results_dir, data_root, train_flags), gpus) for r in todo]
+    return [executor.submit(_run_steps, job_steps(r, results_dir, data_root, train_flags), gpus)
+            for r in to_launch(runs)]
 
 
 SLURM_KEYS = ("partition", "account", "qos", "constraint", "time", "gpus", "cpus")
@@ -342,5 +365,6 @@ def describe_plan(runs: list[PlannedRun]) -> str:
     todo = [r for r in runs if r.state != "done"]
     known = [r.estimate_s for r in todo if r.estimate_s is not None]
     total = f"; about {sum(known) / 3600:.1f} h of runs where earlier runs tell" if known else ""
-    counts = ", ".join(f"{sum(r.state == s for r in runs)} {s}" for s in ("done", "partial", "missing"))
+    counts = ", ".join(f"{sum(r.state == s for r in runs)} {s}" for s in ("done", "running", "partial", "missing")
+                       if s != "running" or any(r.state == s for r in runs))
     return "\n".join(lines + [f"{len(runs)} runs: {counts}{total}"]) + "\n"

@@ -146,10 +146,10 @@ def test_damaged_checkpoint_is_refused_on_resume_and_evaluate(tiny_root, tmp_pat
 
 
 def test_second_process_on_a_locked_run_is_refused(tiny_root, tmp_path):
-    from repro.train.loop import run_lock
+    from repro.train.lock import run_lock
     (tmp_path / "run").mkdir()
     code = (f"import sys, time; sys.path.insert(0, {str(REPO)!r}); from pathlib import Path; "
-            f"from repro.train.loop import run_lock\nwith run_lock(Path({str(tmp_path / 'run')!r})):\n"
+            f"from repro.train.lock import run_lock\nwith run_lock(Path({str(tmp_path / 'run')!r})):\n"
             f"    print('locked', flush=True); time.sleep(30)")
     holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:

@@ -69,6 +69,44 @@ def test_table1_tiny_two_seeds_then_nothing_to_do(tiny_root, tmp_path):
     assert resumed == {k: v for k, v in got.items() if k[0].startswith("6L-6L") and k[1] == 1}
 
 
+def test_a_run_training_in_another_process_is_shown_and_left_to_it(tiny_root, tmp_path):
+    """Two commands over one table: the second sees the first's run training (its lock held), shows how far it is,
+    starts it not again, and starts the rest."""
+    from repro.reproduce import plan
+    from repro.train.lock import lock_holder
+    run_dir = tmp_path / "runs/6L-6L-b2t-tiny-s1"
+    run_dir.mkdir(parents=True)
+    updates = resolve(REPO / "recipes/6L-6L-b2t.yaml", "tiny").recipe.optim.max_updates
+    half = updates // 2
+    (run_dir / "log.jsonl").write_text(f'{{"step": 1, "loss": 5.0}}\n{{"step": {half}, "loss": 4.0}}\n{{"step": 9')
+    code = (f"import sys, time; sys.path.insert(0, {str(REPO)!r}); from pathlib import Path; "
+            f"from repro.train.lock import run_lock\nwith run_lock(Path({str(run_dir)!r})):\n"
+            f"    print('locked', flush=True); time.sleep(60)")
+    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    common = ["--scale", "tiny", "--root", str(tiny_root), "--results", str(tmp_path / "results"),
+              "--runs", str(tmp_path / "runs")]
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        assert lock_holder(run_dir) == str(holder.pid)
+        [run] = plan(1, "tiny", 1, ["6L-6L:b2t"], tmp_path / "results", tmp_path / "runs")
+        assert (run.state, run.detail) == (
+            "running", f"training in process {holder.pid}, at update {half} ({half / updates:.0%} done)")
+        r = runner.invoke(app, ["reproduce", "1", "--cells", "6L-6L", "--seeds", "1", "--plan", *common])
+        assert "3 runs: 0 done, 1 running, 0 partial, 2 missing" in r.output, r.output
+        r = runner.invoke(app, ["reproduce", "1", "--cells", "6L-6L", "--seeds", "1", "--jobs", "2", "--threads", "1",
+                                *common])
+        assert r.exit_code == 0, r.output
+        assert "1 runs train in other processes and are left to them: 6L-6L-b2t-tiny-s1" in r.output
+        assert {k for k in metrics_by_run(tmp_path / "results")} == {("6L-6L-post_ln", 1), ("6L-6L-pre_ln", 1)}
+        assert not (run_dir / "reproduce.out").exists()  # nothing was started in it
+    finally:
+        holder.kill()
+        holder.wait()
+    assert lock_holder(run_dir) is None  # its holder died: the run is partial (no checkpoint: missing) again
+    [run] = plan(1, "tiny", 1, ["6L-6L:b2t"], tmp_path / "results", tmp_path / "runs")
+    assert run.state == "missing"
+
+
 def test_submitit_local_executor_runs_the_same_jobs(tiny_root, tmp_path):
     # A real process, as a user runs it: submitit's executor works on the process's own standard streams.
     r = subprocess.run([sys.executable, "-m", "repro.cli", "reproduce", "9", "--cells", "6L-6L:b2t",

@@ -31,6 +31,7 @@ from repro.results import atomic_write_text, corpus_fingerprint, git_commit, har
 from repro.train import checkpoint
 from repro.train.graphs import GraphedUpdate, check_graphable
 from repro.train.health import HealthMonitor, effective_window
+from repro.train.lock import RunDirError, run_lock
 from repro.train.optim import inverse_sqrt_lr, load_optimizer_state, make_optimizer, normalise_and_clip
 from repro.train.tasks import batch_loss, batch_tokens, open_split, to_device
 
@@ -99,8 +100,6 @@ def validate(model, data, recipe, device, max_tokens: int) -> float:
     return total_nll / max(total_tok, 1)
 
 
-class RunDirError(ValueError):
-    """A run directory that cannot be used as asked; the message is one line saying what exists and what to do."""
 
 
 def describe_run(run_dir: Path) -> str | None:
@@ -118,29 +117,6 @@ def describe_run(run_dir: Path) -> str | None:
     if (run_dir / "log.jsonl").is_file():
         return "a started run with no checkpoint yet"
     return None
-
-
-@contextlib.contextmanager
-def run_lock(run_dir: Path):
-    """An exclusive lock on the run directory for as long as a training uses it (released if the process dies)."""
-    import fcntl
-    run_dir.mkdir(parents=True, exist_ok=True)
-    with open(run_dir / ".lock", "a+") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            f.seek(0)
-            holder = f.read().strip() or "?"
-            raise RunDirError(f"{run_dir} is in use by another lnrepro process (pid {holder}); wait for it to end "
-                              f"or train into another --run-dir") from None
-        f.seek(0)
-        f.truncate()
-        f.write(str(os.getpid()))
-        f.flush()
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def train_run(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: bool = False,
