@@ -417,9 +417,9 @@ def reproduce(table_number: int = typer.Argument(..., metavar="TABLE", help="Tab
                       f"or training elsewhere" if running else
                       f"nothing to do: all {len(planned)} runs of table {table_number} at scale {scale} are done")
     elif launcher == "local":
-        from repro.launch import default_threads, run_jobs
+        from repro.launch import run_jobs
         done = run_jobs(rp.local_jobs(planned, results, data_root, train_flags), jobs,
-                        threads or default_threads(jobs, len(todo)))
+                        threads or rp.launch_threads(planned, jobs))
         bad = [j for j in done if j.state != "done"]
         if bad:
             fail(f"{len(bad)} runs did not finish: " + ", ".join(f"{j.name} ({j.log})" for j in bad))

@@ -94,8 +94,7 @@ def plan(table: int, scale: str, seeds: int, cells: list[str], results_dir: Path
             run = PlannedRun(name, scale, seed, runs_dir / f"{name.replace('/', '-')}-{scale}-s{seed}")
             run.state, run.detail = run_state(run, results_dir)
             out.append(run)
-    from repro.launch import default_threads
-    threads = threads or default_threads(jobs, len(to_launch(out)))
+    threads = threads or launch_threads(out, jobs)
     paces = stretch_paces(records, threads, here, cuda_graphs) if slurm_gpus is None else []
     for run in out:
         durations, source = estimate(run.recipe_name, scale, threads, paces, pools)
@@ -214,6 +213,13 @@ def run_state(run: PlannedRun, results_dir: Path) -> tuple[str, str]:
 def to_launch(runs: list[PlannedRun]) -> list[PlannedRun]:
     """The runs to start or resume: not done, and not training in another process now."""
     return [r for r in runs if r.state in ("partial", "missing")]
+
+
+def launch_threads(runs: list[PlannedRun], jobs: int) -> int:
+    """CPU threads for each run a local command starts: the cores divided among the runs it trains at once and those
+    training in other processes (here, as their locks are)."""
+    from repro.launch import default_threads
+    return default_threads(min(jobs, len(to_launch(runs))) + sum(r.state == "running" for r in runs))
 
 
 def last_checkpoint(run_dir: Path) -> int | None:

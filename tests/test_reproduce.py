@@ -107,6 +107,15 @@ def test_a_run_training_in_another_process_is_shown_and_left_to_it(tiny_root, tm
     assert run.state == "missing"
 
 
+def test_launch_threads_share_the_cores_with_runs_training_elsewhere(monkeypatch):
+    from repro.reproduce import PlannedRun, launch_threads
+    monkeypatch.setattr("repro.launch.os.cpu_count", lambda: 8)
+    runs = [PlannedRun("6L-6L-b2t", "mini", seed, Path("runs"), state=state)
+            for seed, state in enumerate(("running", "missing", "partial", "done"), 1)]
+    assert [launch_threads(runs, jobs) for jobs in (1, 2, 4)] == [4, 2, 2]  # 8 cores over 1 running + 1, 2, 2 here
+    assert launch_threads(runs[3:], 2) == 8
+
+
 def test_submitit_local_executor_runs_the_same_jobs(tiny_root, tmp_path):
     # A real process, as a user runs it: submitit's executor works on the process's own standard streams.
     r = subprocess.run([sys.executable, "-m", "repro.cli", "reproduce", "9", "--cells", "6L-6L:b2t",
