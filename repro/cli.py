@@ -411,11 +411,13 @@ def reproduce(table_number: int = typer.Argument(..., metavar="TABLE", help="Tab
     train_flags = ("--cuda-graphs",) if cuda_graphs else ()
     running = [r.name for r in planned if r.state == "running"]
     if running:  # another command trains them; starting them here would only be refused by their locks
-        console.print(f"{len(running)} runs train in other processes and are left to them: {', '.join(running)}")
+        who = ("1 run trains in another process and is left to it" if len(running) == 1 else
+               f"{len(running)} runs train in other processes and are left to them")
+        console.print(f"{who}: {', '.join(running)}")
     if not todo:
-        console.print(f"nothing to start: the {len(planned)} runs of table {table_number} at scale {scale} are done "
-                      f"or training elsewhere" if running else
-                      f"nothing to do: all {len(planned)} runs of table {table_number} at scale {scale} are done")
+        runs_of = f"runs of table {table_number} at scale {scale}"
+        console.print(f"nothing to start: the {len(planned)} {runs_of} are done or training elsewhere" if running
+                      else f"nothing to do: all {len(planned)} {runs_of} are done")
     elif launcher == "local":
         from repro.launch import run_jobs
         done = run_jobs(rp.local_jobs(planned, results, data_root, train_flags), jobs,

@@ -71,7 +71,7 @@ def test_table1_tiny_two_seeds_then_nothing_to_do(tiny_root, tmp_path):
 
 def test_a_run_training_in_another_process_is_shown_and_left_to_it(tiny_root, tmp_path):
     """Two commands over one table: the second sees the first's run training (its lock held), shows how far it is,
-    starts it not again, and starts the rest."""
+    does not start it again, and starts the rest."""
     from repro.reproduce import plan
     from repro.train.lock import lock_holder
     run_dir = tmp_path / "runs/6L-6L-b2t-tiny-s1"
@@ -96,13 +96,13 @@ def test_a_run_training_in_another_process_is_shown_and_left_to_it(tiny_root, tm
         r = runner.invoke(app, ["reproduce", "1", "--cells", "6L-6L", "--seeds", "1", "--jobs", "2", "--threads", "1",
                                 *common])
         assert r.exit_code == 0, r.output
-        assert "1 runs train in other processes and are left to them: 6L-6L-b2t-tiny-s1" in r.output
-        assert {k for k in metrics_by_run(tmp_path / "results")} == {("6L-6L-post_ln", 1), ("6L-6L-pre_ln", 1)}
+        assert "1 run trains in another process and is left to it: 6L-6L-b2t-tiny-s1" in r.output
+        assert set(metrics_by_run(tmp_path / "results")) == {("6L-6L-post_ln", 1), ("6L-6L-pre_ln", 1)}
         assert not (run_dir / "reproduce.out").exists()  # nothing was started in it
     finally:
         holder.kill()
         holder.wait()
-    assert lock_holder(run_dir) is None  # its holder died: the run is partial (no checkpoint: missing) again
+    assert lock_holder(run_dir) is None  # its holder died: with no checkpoint the run is missing again
     [run] = plan(1, "tiny", 1, ["6L-6L:b2t"], tmp_path / "results", tmp_path / "runs")
     assert run.state == "missing"
 
@@ -167,8 +167,7 @@ def test_plan_for_slurm_reads_runs_on_that_many_gpus_never_this_machine(tmp_path
                             "updates": 8000, "hardware": gpu})
     cell = ["18L-18L:b2t"]
     local = plan(1, "mini", 2, cell, tmp_path, tmp_path / "runs", threads=here["threads"])[1]
-    assert local.estimate_s == pytest.approx(7200.0) and local.estimate_from in ("", f"{here['threads']} thread",
-                                                                                 f"{here['threads']} threads")
+    assert local.estimate_s == pytest.approx(7200.0)  # this machine's own run
     one = plan(1, "mini", 2, cell, tmp_path, tmp_path / "runs", slurm_gpus=1)[1]
     assert (one.estimate_s, one.estimate_from) == (900.0, "its depth, 1-GPU runs")
     eight = plan(1, "mini", 2, cell, tmp_path, tmp_path / "runs", slurm_gpus=8)[1]

@@ -100,8 +100,6 @@ def validate(model, data, recipe, device, max_tokens: int) -> float:
     return total_nll / max(total_tok, 1)
 
 
-
-
 def describe_run(run_dir: Path) -> str | None:
     """What a run directory already holds, in words (None when it holds no run)."""
     status_path = run_dir / "status.json"
