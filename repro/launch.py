@@ -45,19 +45,33 @@ def default_threads(jobs: int, runs: int | None = None) -> int:
     return max(1, (os.cpu_count() or 1) // max(at_once, 1))
 
 
+def newest_log_row(run_dir: Path) -> dict | None:
+    """The newest training row (one with a loss) of a run's log.jsonl, read from its end; a line still being
+    written is skipped."""
+    path = run_dir / "log.jsonl"
+    try:
+        with open(path, "rb") as f:
+            start = max(0, path.stat().st_size - 4096)
+            f.seek(start)
+            lines = f.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines[1:] if start else lines):  # past a seek the first line is cut
+        if '"loss"' in line:
+            try:
+                return json.loads(line)
+            except ValueError:
+                continue
+    return None
+
+
 def _progress(job: Job) -> tuple[str, str]:
     """(update, loss) from the newest training row of the job's run log."""
-    if job.run_dir is None or not (job.run_dir / "log.jsonl").is_file():
+    row = newest_log_row(job.run_dir) if job.run_dir is not None else None
+    if not row or "step" not in row or "loss" not in row:
         return "", ""
-    try:
-        with open(job.run_dir / "log.jsonl", "rb") as f:
-            f.seek(max(0, os.path.getsize(job.run_dir / "log.jsonl") - 4096))
-            lines = f.read().decode("utf-8", "replace").splitlines()
-        row = next(json.loads(l) for l in reversed(lines[1:] or lines) if '"loss"' in l)
-        total = f"/{job.total_updates}" if job.total_updates else ""
-        return f"{row['step']}{total}", f"{row['loss']:.3f}"
-    except (StopIteration, ValueError, KeyError, OSError):
-        return "", ""
+    total = f"/{job.total_updates}" if job.total_updates else ""
+    return f"{row['step']}{total}", f"{row['loss']:.3f}"
 
 
 def _view(jobs: list[Job]):

@@ -203,10 +203,10 @@ def run_state(run: PlannedRun, results_dir: Path) -> tuple[str, str]:
     pid = lock_holder(run.run_dir)
     if pid:
         step = logged_update(run.run_dir)
-        return "running", f"training in process {pid}, at update {step:,} ({trained_fraction(run):.0%} done)"
+        return "running", f"training in process {pid}, at update {step:,} ({share(run, step):.0%} done)"
     last = last_checkpoint(run.run_dir)
     if last:
-        return "partial", f"resumable from checkpoint_{last}.pt ({trained_fraction(run):.0%} done)"
+        return "partial", f"resumable from checkpoint_{last}.pt ({share(run, last):.0%} done)"
     return "missing", ""
 
 
@@ -231,30 +231,26 @@ def last_checkpoint(run_dir: Path) -> int | None:
     return int(PATTERN.search(ckpts[-1].name).group(1)) if ckpts else None
 
 
-def logged_update(run_dir: Path) -> int:
-    """The last update a run's log names (0 before its first entry); a line still being written is skipped."""
-    step = 0
-    log = run_dir / "log.jsonl"
-    if log.is_file():
-        for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                step = json.loads(line).get("step", step)
-            except ValueError:
-                continue
-    return step
-
-
 def trained_fraction(run: PlannedRun) -> float:
     """How much of a run's training is behind it: 1 once trained (evaluation, seconds, is left), else, while it
-    trains, its log's last update's share of the recipe's updates, else its last checkpoint's (checkpoint_4500 of
+    trains, its log's newest update's share of the recipe's updates, else its last checkpoint's (checkpoint_4500 of
     12,000: 0.375)."""
     if (run.run_dir / "status.json").is_file():
         return 1.0
-    last = logged_update(run.run_dir) if lock_holder(run.run_dir) else last_checkpoint(run.run_dir)
-    if not last:
+    return share(run, logged_update(run.run_dir) if run.state == "running" else last_checkpoint(run.run_dir))
+
+
+def share(run: PlannedRun, update: int | None) -> float:
+    """`update`'s share of the run's recipe's updates."""
+    if not update:
         return 0.0
     from repro.config import resolve
-    return min(last / resolve(run.recipe, run.scale).recipe.optim.max_updates, 1.0)
+    return min(update / resolve(run.recipe, run.scale).recipe.optim.max_updates, 1.0)
+
+
+def logged_update(run_dir: Path) -> int:
+    from repro.launch import newest_log_row
+    return (newest_log_row(run_dir) or {}).get("step", 0)
 
 
 def stale_records(runs: list[PlannedRun]) -> list[str]:
