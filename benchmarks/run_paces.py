@@ -13,15 +13,15 @@ import argparse
 import json
 from pathlib import Path
 
-from common import log_rows, updates_per_s, write_json
+from common import updates_per_s, write_json
 
 
 def run_pace(run: Path, last: int) -> dict:
-    steps = log_rows(run)
+    rows = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
+    steps = [r for r in rows if "loss" in r]  # training rows; the others are validations
     if len(steps) < 2:
         return {"updates": steps[-1]["step"] if steps else 0}
     end = steps[-1]
-    rows = map(json.loads, (run / "log.jsonl").read_text().splitlines())
     return {"updates": end["step"], "seconds": round(end["time"], 1),
             "updates_per_s": round(updates_per_s(steps, min(end["step"] - last, steps[-2]["step"])), 3),
             "valid_nll": {str(r["step"]): round(r["valid_nll"], 3) for r in rows if "valid_nll" in r}}

@@ -46,23 +46,30 @@ def default_threads(jobs: int, runs: int | None = None) -> int:
 
 
 def newest_log_row(run_dir: Path) -> dict | None:
-    """The newest training row (one with a loss) of a run's log.jsonl, read from its end; a line still being
-    written is skipped."""
+    """The newest training row (one with a loss) of a run's log.jsonl; None before its first."""
+    rows = newest_log_rows(run_dir)
+    return rows[-1] if rows else None
+
+
+def newest_log_rows(run_dir: Path, tail: int = 4096) -> list[dict]:
+    """The training rows (those with a loss) in the last `tail` bytes of a run's log.jsonl, oldest first, read from
+    its end; a line cut by the seek or still being written is skipped."""
     path = run_dir / "log.jsonl"
     try:
         with open(path, "rb") as f:
-            start = max(0, path.stat().st_size - 4096)
+            start = max(0, path.stat().st_size - tail)
             f.seek(start)
             lines = f.read().decode("utf-8", "replace").splitlines()
     except OSError:
-        return None
-    for line in reversed(lines[1:] if start else lines):  # past a seek the first line is cut
+        return []
+    rows = []
+    for line in lines[1:] if start else lines:  # past a seek the first line is cut
         if '"loss"' in line:
             try:
-                return json.loads(line)
+                rows.append(json.loads(line))
             except ValueError:
                 continue
-    return None
+    return rows
 
 
 def _progress(job: Job) -> tuple[str, str]:

@@ -64,7 +64,8 @@ def plan(table: int, scale: str, seeds: int, cells: list[str], results_dir: Path
     """The table's runs with their state and cost. `jobs` and `threads` are the local launcher's: each run gets
     `threads` CPU threads, else the cores divided among the runs that go at once, and a cost is first read from
     earlier stretches of training at that many threads on this machine (a run's pace differs with its threads),
-    made with CUDA graphs or without as `cuda_graphs` says (on a GPU they set the pace as much).
+    made with CUDA graphs or without as `cuda_graphs` says (on a GPU they set the pace as much); a run training now
+    in another process is estimated at its own pace, from its log.
     Runs for SLURM (`slurm_gpus` GPUs a job) train on machines unknown here: their cost is read only from whole runs
     made on that many GPUs, wherever, never from this machine's pace."""
     if table not in SPECS:
@@ -97,11 +98,29 @@ def plan(table: int, scale: str, seeds: int, cells: list[str], results_dir: Path
     threads = threads or launch_threads(out, jobs)
     paces = stretch_paces(records, threads, here, cuda_graphs) if slurm_gpus is None else []
     for run in out:
+        left = time_left_at_own_pace(run) if run.state == "running" else None
+        if left is not None:
+            run.estimate_s, run.estimate_from = left, "its own pace"
+            continue
         durations, source = estimate(run.recipe_name, scale, threads, paces, pools)
         run.estimate_s, run.estimate_from = (statistics.fmean(durations) if durations else None), source
         if run.estimate_s and run.state in ("partial", "running"):
             run.estimate_s *= 1 - trained_fraction(run)  # the time still to go, not the whole run's
     return out
+
+
+def time_left_at_own_pace(run: PlannedRun) -> float | None:
+    """Seconds a run training now still needs, at the pace of its log's newest rows: its own machine, threads and
+    neighbours, which earlier runs' paces cannot know. Their time counts training only, carried across a resume (which
+    cuts the log back to its checkpoint). None before its log has two timed rows."""
+    from repro.launch import newest_log_rows
+    rows = [r for r in newest_log_rows(run.run_dir) if "step" in r and "time" in r]
+    if len(rows) < 2 or rows[-1]["step"] <= rows[0]["step"]:
+        return None
+    first, last = rows[0], rows[-1]
+    from repro.config import resolve
+    updates = resolve(run.recipe, run.scale).recipe.optim.max_updates
+    return (last["time"] - first["time"]) / (last["step"] - first["step"]) * max(updates - last["step"], 0)
 
 
 def machines_of(rec: dict) -> set:

@@ -78,7 +78,9 @@ def test_a_run_training_in_another_process_is_shown_and_left_to_it(tiny_root, tm
     run_dir.mkdir(parents=True)
     updates = resolve(REPO / "recipes/6L-6L-b2t.yaml", "tiny").recipe.optim.max_updates
     half = updates // 2
-    (run_dir / "log.jsonl").write_text(f'{{"step": 1, "loss": 5.0}}\n{{"step": {half}, "loss": 4.0}}\n{{"step": 9')
+    rows = [{"step": 1, "loss": 5.0, "time": 3.0}, {"step": half, "valid_nll": 4.5},  # two seconds an update
+            {"step": half, "loss": 4.0, "time": 3.0 + 2 * (half - 1)}]
+    (run_dir / "log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"step": 9')
     code = (f"import sys, time; sys.path.insert(0, {str(REPO)!r}); from pathlib import Path; "
             f"from repro.train.lock import run_lock\nwith run_lock(Path({str(run_dir)!r})):\n"
             f"    print('locked', flush=True); time.sleep(60)")
@@ -91,6 +93,7 @@ def test_a_run_training_in_another_process_is_shown_and_left_to_it(tiny_root, tm
         [run] = plan(1, "tiny", 1, ["6L-6L:b2t"], tmp_path / "results", tmp_path / "runs")
         assert (run.state, run.detail) == (
             "running", f"training in process {holder.pid}, at update {half} ({half / updates:.0%} done)")
+        assert (run.estimate_s, run.estimate_from) == (2 * (updates - half), "its own pace")
         r = runner.invoke(app, ["reproduce", "1", "--cells", "6L-6L", "--seeds", "1", "--plan", *common])
         assert "3 runs: 0 done, 1 running, 0 partial, 2 missing" in r.output, r.output
         r = runner.invoke(app, ["reproduce", "1", "--cells", "6L-6L", "--seeds", "1", "--jobs", "2", "--threads", "1",
