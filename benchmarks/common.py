@@ -69,9 +69,14 @@ def write_json(path: Path, data: dict) -> None:
     path.write_text(json.dumps(data, indent=2) + "\n")
 
 
-def log_rows(run: Path) -> list[dict]:
-    """A run directory's logged training rows (those with a loss), in order."""
-    return [row for row in map(json.loads, (run / "log.jsonl").read_text().splitlines()) if "loss" in row]
+def log_entries(run: Path) -> list[dict]:
+    """Every row of a run directory's log.jsonl (training and validation), in order."""
+    return [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
+
+
+def log_rows(run: Path, entries: list[dict] | None = None) -> list[dict]:
+    """A run directory's logged training rows (those with a loss), in order; from `entries` where already read."""
+    return [row for row in (entries if entries is not None else log_entries(run)) if "loss" in row]
 
 
 def updates_per_s(rows: list[dict], from_step: int) -> float:

@@ -10,15 +10,14 @@ the paces, the grid's updates per second. Finished or not: a lease that ends bef
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
-from common import updates_per_s, write_json
+from common import log_entries, log_rows, updates_per_s, write_json
 
 
 def run_pace(run: Path, last: int) -> dict:
-    rows = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
-    steps = [r for r in rows if "loss" in r]  # training rows; the others are validations
+    rows = log_entries(run)
+    steps = log_rows(run, rows)
     if len(steps) < 2:
         return {"updates": steps[-1]["step"] if steps else 0}
     end = steps[-1]

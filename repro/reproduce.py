@@ -118,9 +118,8 @@ def time_left_at_own_pace(run: PlannedRun) -> float | None:
     if len(rows) < 2 or rows[-1]["step"] <= rows[0]["step"]:
         return None
     first, last = rows[0], rows[-1]
-    from repro.config import resolve
-    updates = resolve(run.recipe, run.scale).recipe.optim.max_updates
-    return (last["time"] - first["time"]) / (last["step"] - first["step"]) * max(updates - last["step"], 0)
+    per_update = (last["time"] - first["time"]) / (last["step"] - first["step"])
+    return per_update * max(recipe_updates(run) - last["step"], 0)
 
 
 def machines_of(rec: dict) -> set:
@@ -261,10 +260,13 @@ def trained_fraction(run: PlannedRun) -> float:
 
 def share(run: PlannedRun, update: int | None) -> float:
     """`update`'s share of the run's recipe's updates."""
-    if not update:
-        return 0.0
+    return min(update / recipe_updates(run), 1.0) if update else 0.0
+
+
+def recipe_updates(run: PlannedRun) -> int:
+    """The updates the run's recipe trains for at its scale."""
     from repro.config import resolve
-    return min(update / resolve(run.recipe, run.scale).recipe.optim.max_updates, 1.0)
+    return resolve(run.recipe, run.scale).recipe.optim.max_updates
 
 
 def logged_update(run_dir: Path) -> int:
