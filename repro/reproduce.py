@@ -97,29 +97,38 @@ def plan(table: int, scale: str, seeds: int, cells: list[str], results_dir: Path
             out.append(run)
     threads = threads or launch_threads(out, jobs)
     paces = stretch_paces(records, threads, here, cuda_graphs) if slurm_gpus is None else []
+    # a depth nothing recorded tells of yet (60L-12L before its first record) is told by a run of it training now
+    training_now = {depth(r.recipe_name): pace for r in out if r.state == "running" and (pace := own_pace(r))}
     for run in out:
-        left = time_left_at_own_pace(run) if run.state == "running" else None
-        if left is not None:
-            run.estimate_s, run.estimate_from = left, "its own pace"
+        pace = own_pace(run) if run.state == "running" else None
+        if pace is not None:
+            run.estimate_s = pace * max(recipe_updates(run) - logged_update(run.run_dir), 0)
+            run.estimate_from = "its own pace"
             continue
         durations, source = estimate(run.recipe_name, scale, threads, paces, pools)
+        if not durations and depth(run.recipe_name) in training_now and slurm_gpus is None:
+            durations = [training_now[depth(run.recipe_name)] * recipe_updates(run)]
+            source = "its depth, training now"
         run.estimate_s, run.estimate_from = (statistics.fmean(durations) if durations else None), source
         if run.estimate_s and run.state in ("partial", "running"):
             run.estimate_s *= 1 - trained_fraction(run)  # the time still to go, not the whole run's
     return out
 
 
-def time_left_at_own_pace(run: PlannedRun) -> float | None:
-    """Seconds a run training now still needs, at the pace of its log's newest rows: its own machine, threads and
-    neighbours, which earlier runs' paces cannot know. Their time counts training only, carried across a resume (which
-    cuts the log back to its checkpoint). None before its log has two timed rows."""
+def own_pace(run: PlannedRun) -> float | None:
+    """Seconds per update of a run training now, from its log's newest rows: its own machine, threads and
+    neighbours, which earlier runs' paces cannot know. Their time counts training only, carried across a resume
+    (which cuts the log back to its checkpoint). None before its log has two timed rows."""
     from repro.launch import newest_log_rows
     rows = [r for r in newest_log_rows(run.run_dir) if "step" in r and "time" in r]
     if len(rows) < 2 or rows[-1]["step"] <= rows[0]["step"]:
         return None
-    first, last = rows[0], rows[-1]
-    per_update = (last["time"] - first["time"]) / (last["step"] - first["step"])
-    return per_update * max(recipe_updates(run) - last["step"], 0)
+    return (rows[-1]["time"] - rows[0]["time"]) / (rows[-1]["step"] - rows[0]["step"])
+
+
+def depth(recipe_name: str) -> str:
+    """A recipe's task and depth, shared by its methods: "18L-18L" of "18L-18L-b2t"."""
+    return recipe_name.rsplit("-", 1)[0]
 
 
 def machines_of(rec: dict) -> set:
@@ -160,8 +169,7 @@ def estimate(name: str, scale: str, threads: int, paces: list[tuple[str, float, 
     and depth (they cost about the same: "18L-18L-pre_ln" from "18L-18L-b2t"); first as the pace of this machine's
     stretches at the planned threads times the recipe's updates, then as whole runs, on this machine before any
     other (two CPUs of one name ran mini MT 2.5x apart)."""
-    depth = name.rsplit("-", 1)[0]
-    for pick, what in ((lambda n: n == name, ""), (lambda n: n.rsplit("-", 1)[0] == depth, "its depth")):
+    for pick, what in ((lambda n: n == name, ""), (lambda n: depth(n) == depth(name), "its depth")):
         hits = [(seconds, updates) for n, seconds, updates in paces if pick(n)]
         if hits:  # seconds per update over all the stretches, each weighing as many updates as it made
             from repro.config import resolve
@@ -171,7 +179,7 @@ def estimate(name: str, scale: str, threads: int, paces: list[tuple[str, float, 
             return [per_update * updates], ", ".join(x for x in (what, at) if x)
     for records, where in pools:
         for durations, what in (([full_length_s(r) for r in records if r["recipe_name"] == name], ""),
-                                ([full_length_s(r) for r in records if r["recipe_name"].rsplit("-", 1)[0] == depth],
+                                ([full_length_s(r) for r in records if depth(r["recipe_name"]) == depth(name)],
                                  "its depth")):
             if durations:
                 return durations, ", ".join(x for x in (what, where) if x)

@@ -94,6 +94,10 @@ def test_a_run_training_in_another_process_is_shown_and_left_to_it(tiny_root, tm
         assert (run.state, run.detail) == (
             "running", f"training in process {holder.pid}, at update {half} ({half / updates:.0%} done)")
         assert (run.estimate_s, run.estimate_from) == (2 * (updates - half), "its own pace")
+        # no record tells this depth's cost: its other methods are costed at the pace of the run training now
+        others = plan(1, "tiny", 1, ["6L-6L"], tmp_path / "results", tmp_path / "runs")
+        assert {(r.recipe_name, r.estimate_s, r.estimate_from) for r in others if r.state == "missing"} == {
+            (f"6L-6L-{m}", 2 * updates, "its depth, training now") for m in ("post_ln", "pre_ln")}
         r = runner.invoke(app, ["reproduce", "1", "--cells", "6L-6L", "--seeds", "1", "--plan", *common])
         assert "3 runs: 0 done, 1 running, 0 partial, 2 missing" in r.output, r.output
         r = runner.invoke(app, ["reproduce", "1", "--cells", "6L-6L", "--seeds", "1", "--jobs", "2", "--threads", "1",
