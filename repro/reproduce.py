@@ -97,18 +97,15 @@ def plan(table: int, scale: str, seeds: int, cells: list[str], results_dir: Path
             out.append(run)
     threads = threads or launch_threads(out, jobs)
     paces = stretch_paces(records, threads, here, cuda_graphs) if slurm_gpus is None else []
-    # a depth nothing recorded tells of yet (60L-12L before its first record) is told by a run of it training now
-    training_now = {depth(r.recipe_name): pace for r in out if r.state == "running" and (pace := own_pace(r))}
+    # runs training now go at their own pace, which also tells their depth's cost where nothing recorded does
+    now = {r.name: pace for r in out if r.state == "running" and (pace := own_pace(r)) is not None}
+    depths_now = {depth(r.recipe_name): now[r.name] for r in out if r.name in now} if slurm_gpus is None else {}
     for run in out:
-        pace = own_pace(run) if run.state == "running" else None
-        if pace is not None:
-            run.estimate_s = pace * max(recipe_updates(run) - logged_update(run.run_dir), 0)
+        if run.name in now:
+            run.estimate_s = now[run.name] * max(recipe_updates(run.recipe_name, scale) - logged_update(run.run_dir), 0)
             run.estimate_from = "its own pace"
             continue
-        durations, source = estimate(run.recipe_name, scale, threads, paces, pools)
-        if not durations and depth(run.recipe_name) in training_now and slurm_gpus is None:
-            durations = [training_now[depth(run.recipe_name)] * recipe_updates(run)]
-            source = "its depth, training now"
+        durations, source = estimate(run.recipe_name, scale, threads, paces, pools, depths_now)
         run.estimate_s, run.estimate_from = (statistics.fmean(durations) if durations else None), source
         if run.estimate_s and run.state in ("partial", "running"):
             run.estimate_s *= 1 - trained_fraction(run)  # the time still to go, not the whole run's
@@ -164,25 +161,26 @@ def stretch_paces(records: list[dict], threads: int, here: str,
 
 
 def estimate(name: str, scale: str, threads: int, paces: list[tuple[str, float, int]],
-             pools: tuple) -> tuple[list[float], str]:
+             pools: tuple, depths_now: dict[str, float]) -> tuple[list[float], str]:
     """Durations that stand for recipe `name`'s cost, and whence: its own runs, then the other methods of its task
     and depth (they cost about the same: "18L-18L-pre_ln" from "18L-18L-b2t"); first as the pace of this machine's
     stretches at the planned threads times the recipe's updates, then as whole runs, on this machine before any
-    other (two CPUs of one name ran mini MT 2.5x apart)."""
+    other (two CPUs of one name ran mini MT 2.5x apart); last, where nothing recorded tells of its depth yet (60L-12L
+    before its first record), the seconds per update of a run of its depth training now (`depths_now`)."""
     for pick, what in ((lambda n: n == name, ""), (lambda n: depth(n) == depth(name), "its depth")):
         hits = [(seconds, updates) for n, seconds, updates in paces if pick(n)]
         if hits:  # seconds per update over all the stretches, each weighing as many updates as it made
-            from repro.config import resolve
-            updates = resolve(recipes_dir() / f"{name}.yaml", scale).recipe.optim.max_updates
             per_update = sum(s for s, _ in hits) / sum(u for _, u in hits)
             at = f"{threads} thread" + ("s" if threads > 1 else "")
-            return [per_update * updates], ", ".join(x for x in (what, at) if x)
+            return [per_update * recipe_updates(name, scale)], ", ".join(x for x in (what, at) if x)
     for records, where in pools:
         for durations, what in (([full_length_s(r) for r in records if r["recipe_name"] == name], ""),
                                 ([full_length_s(r) for r in records if depth(r["recipe_name"]) == depth(name)],
                                  "its depth")):
             if durations:
                 return durations, ", ".join(x for x in (what, where) if x)
+    if depth(name) in depths_now:
+        return [depths_now[depth(name)] * recipe_updates(name, scale)], "its depth, training now"
     return [], ""
 
 
@@ -203,9 +201,9 @@ def full_length_s(rec: dict) -> float:
     calibration run, whose length is the grid's cap rather than the recipe's."""
     if not rec.get("updates") or (rec.get("status") != "failed" and not rec.get("calibration")):
         return rec["duration_s"]
-    from repro.config import RecipeError, resolve
+    from repro.config import RecipeError
     try:
-        planned = resolve(recipes_dir() / f"{rec['recipe_name']}.yaml", rec["scale"]).recipe.optim.max_updates
+        planned = recipe_updates(rec["recipe_name"], rec["scale"])
     except RecipeError:
         return rec["duration_s"]
     ratio = planned / rec["updates"]
@@ -268,13 +266,13 @@ def trained_fraction(run: PlannedRun) -> float:
 
 def share(run: PlannedRun, update: int | None) -> float:
     """`update`'s share of the run's recipe's updates."""
-    return min(update / recipe_updates(run), 1.0) if update else 0.0
+    return min(update / recipe_updates(run.recipe_name, run.scale), 1.0) if update else 0.0
 
 
-def recipe_updates(run: PlannedRun) -> int:
-    """The updates the run's recipe trains for at its scale."""
+def recipe_updates(recipe_name: str, scale: str) -> int:
+    """The updates a recipe trains for at a scale."""
     from repro.config import resolve
-    return resolve(run.recipe, run.scale).recipe.optim.max_updates
+    return resolve(recipes_dir() / f"{recipe_name}.yaml", scale).recipe.optim.max_updates
 
 
 def logged_update(run_dir: Path) -> int:
@@ -314,10 +312,9 @@ def check_graphable_runs(runs: list[PlannedRun], on_gpu: bool) -> None:
 
 
 def local_jobs(runs: list[PlannedRun], results_dir: Path, data_root: Path, train_flags: tuple = ()):
-    from repro.config import resolve
     from repro.launch import Job
     return [Job(r.name, job_steps(r, results_dir, data_root, train_flags), r.run_dir / "reproduce.out", r.run_dir,
-                resolve(r.recipe, r.scale).recipe.optim.max_updates) for r in to_launch(runs)]
+                recipe_updates(r.recipe_name, r.scale)) for r in to_launch(runs)]
 
 
 # -- SLURM through submitit -----------------------------------------------------------------------------------
