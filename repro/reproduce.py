@@ -65,7 +65,7 @@ def plan(table: int, scale: str, seeds: int, cells: list[str], results_dir: Path
     `threads` CPU threads, else the cores divided among the runs that go at once, and a cost is first read from
     earlier stretches of training at that many threads on this machine (a run's pace differs with its threads),
     made with CUDA graphs or without as `cuda_graphs` says (on a GPU they set the pace as much); a run training now
-    in another process is estimated at its own pace, from its log.
+    in another process is estimated at its own pace, from its log, and so is an interrupted one nothing else tells of.
     Runs for SLURM (`slurm_gpus` GPUs a job) train on machines unknown here: their cost is read only from whole runs
     made on that many GPUs, wherever, never from this machine's pace."""
     if table not in SPECS:
@@ -106,6 +106,11 @@ def plan(table: int, scale: str, seeds: int, cells: list[str], results_dir: Path
             run.estimate_from = "its own pace"
             continue
         durations, source = estimate(run.recipe_name, scale, threads, paces, pools, depths_now)
+        if not durations and run.state == "partial" and (pace := own_pace(run)) is not None:
+            # nothing else tells: the pace its own log kept, on whatever machine and threads trained it
+            run.estimate_s = pace * recipe_updates(run.recipe_name, scale) * (1 - trained_fraction(run))
+            run.estimate_from = "its log so far"
+            continue
         run.estimate_s, run.estimate_from = (statistics.fmean(durations) if durations else None), source
         if run.estimate_s and run.state in ("partial", "running"):
             run.estimate_s *= 1 - trained_fraction(run)  # the time still to go, not the whole run's

@@ -112,6 +112,11 @@ def test_a_run_training_in_another_process_is_shown_and_left_to_it(tiny_root, tm
     assert lock_holder(run_dir) is None  # its holder died: with no checkpoint the run is missing again
     [run] = plan(1, "tiny", 1, ["6L-6L:b2t"], tmp_path / "results", tmp_path / "runs")
     assert run.state == "missing"
+    # with a checkpoint it is interrupted, and nothing but its own log tells its pace: what is left of it at that pace
+    (tmp_path / "results").rename(tmp_path / "results-other")
+    (run_dir / "checkpoint_2.pt").write_bytes(b"")
+    [run] = plan(1, "tiny", 1, ["6L-6L:b2t"], tmp_path / "results", tmp_path / "runs")
+    assert (run.state, run.estimate_s, run.estimate_from) == ("partial", 2 * (updates - 2), "its log so far")
 
 
 def test_launch_threads_share_the_cores_with_runs_training_elsewhere(monkeypatch):
