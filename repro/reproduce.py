@@ -108,9 +108,7 @@ def plan(table: int, scale: str, seeds: int, cells: list[str], results_dir: Path
         durations, source = estimate(run.recipe_name, scale, threads, paces, pools, depths_now)
         if not durations and run.state == "partial" and (pace := own_pace(run)) is not None:
             # nothing else tells: the pace its own log kept, on whatever machine and threads trained it
-            run.estimate_s = pace * recipe_updates(run.recipe_name, scale) * (1 - trained_fraction(run))
-            run.estimate_from = "its log so far"
-            continue
+            durations, source = [pace * recipe_updates(run.recipe_name, scale)], "its log so far"
         run.estimate_s, run.estimate_from = (statistics.fmean(durations) if durations else None), source
         if run.estimate_s and run.state in ("partial", "running"):
             run.estimate_s *= 1 - trained_fraction(run)  # the time still to go, not the whole run's
@@ -118,8 +116,8 @@ def plan(table: int, scale: str, seeds: int, cells: list[str], results_dir: Path
 
 
 def own_pace(run: PlannedRun) -> float | None:
-    """Seconds per update of a run training now, from its log's newest rows: its own machine, threads and
-    neighbours, which earlier runs' paces cannot know. Their time counts training only, carried across a resume
+    """Seconds per update of a run training now (or interrupted), from its log's newest rows: its own machine,
+    threads and neighbours, which earlier runs' paces cannot know. Their time counts training only, carried across a resume
     (which cuts the log back to its checkpoint). None before its log has two timed rows."""
     from repro.launch import newest_log_rows
     rows = [r for r in newest_log_rows(run.run_dir) if "step" in r and "time" in r]
