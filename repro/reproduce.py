@@ -106,8 +106,9 @@ def plan(table: int, scale: str, seeds: int, cells: list[str], results_dir: Path
             run.estimate_from = "its own pace"
             continue
         durations, source = estimate(run.recipe_name, scale, threads, paces, pools, depths_now)
-        if not durations and run.state == "partial" and (pace := own_pace(run)) is not None:
-            # nothing else tells: the pace its own log kept, on whatever machine and threads trained it
+        if not durations and run.state == "partial" and slurm_gpus is None and (pace := own_pace(run)) is not None:
+            # nothing else tells: the pace its own log kept, on whatever machine and threads trained it (not for
+            # SLURM, whose costs are never read from this machine's pace)
             durations, source = [pace * recipe_updates(run.recipe_name, scale)], "its log so far"
         run.estimate_s, run.estimate_from = (statistics.fmean(durations) if durations else None), source
         if run.estimate_s and run.state in ("partial", "running"):
@@ -117,8 +118,8 @@ def plan(table: int, scale: str, seeds: int, cells: list[str], results_dir: Path
 
 def own_pace(run: PlannedRun) -> float | None:
     """Seconds per update of a run training now (or interrupted), from its log's newest rows: its own machine,
-    threads and neighbours, which earlier runs' paces cannot know. Their time counts training only, carried across a resume
-    (which cuts the log back to its checkpoint). None before its log has two timed rows."""
+    threads and neighbours, which earlier runs' paces cannot know. Their time counts training only, carried across a
+    resume (which cuts the log back to its checkpoint). None before its log has two timed rows."""
     from repro.launch import newest_log_rows
     rows = [r for r in newest_log_rows(run.run_dir) if "step" in r and "time" in r]
     if len(rows) < 2 or rows[-1]["step"] <= rows[0]["step"]:
