@@ -95,6 +95,22 @@ def test_rouge_against_rouge_score_directly():
     assert rouge(refs, refs) == {"rouge1": 100.0, "rouge2": 100.0, "rougeL": 100.0}
 
 
+def test_bleu_needs_no_rouge_package(monkeypatch):
+    """A machine with torch and sacrebleu but no rouge-score (a GPU image, say) still scores MT runs."""
+    import importlib
+    import sys
+
+    import repro.eval.metrics  # loaded, so that monkeypatch puts it back afterwards
+    monkeypatch.setattr(repro.eval, "metrics", repro.eval.metrics)
+    monkeypatch.setitem(sys.modules, "rouge_score", None)  # `import rouge_score` now raises ImportError
+    monkeypatch.delitem(sys.modules, "repro.eval.metrics")
+    fresh = importlib.import_module("repro.eval.metrics")
+    line = "Ein Mann in einem blauen Hemd spielt Gitarre ."
+    assert fresh.bleu([line], [line])[0] == pytest.approx(100.0)
+    with pytest.raises(ImportError):
+        fresh.rouge(["a"], ["a"])
+
+
 def test_cleaning_rule():
     kept = list(clean_pairs([("a b", "c d"), ("a", "b c d e"), ("x " * 81, "y " * 81), ("", "z")]))
     assert kept == [("a b", "c d")]

@@ -6,7 +6,6 @@ import math
 import re
 
 import sacrebleu
-from rouge_score import rouge_scorer
 
 
 def check_counts(hypotheses: list[str], references: list[str]) -> None:
@@ -29,6 +28,7 @@ ROUGE_TYPES = ("rouge1", "rouge2", "rougeL")
 def rouge(hypotheses: list[str], references: list[str]) -> dict[str, float]:
     """Mean ROUGE-1/2/L F1 x 100 over pairs. rouge-score's default tokeniser (lower-case, non-alphanumerics
     become spaces) with Porter stemming, as in the usual Gigaword evaluation (ROUGE-1.5.5 -m)."""
+    from rouge_score import rouge_scorer  # here, not at the top: scoring MT, LM or ASR needs no ROUGE package
     scorer = rouge_scorer.RougeScorer(list(ROUGE_TYPES), use_stemmer=True)
     totals = dict.fromkeys(ROUGE_TYPES, 0.0)
     for hyp, ref in zip(hypotheses, references, strict=True):
