@@ -3,7 +3,8 @@
 Verdicts: reproduced / not reproduced / inconclusive / not run. A claim rests on named cells (recipe names below
 recipes/) and reads only records of the current recipes (`repro.results.current_records`). A cell's value is the
 mean over its completed seeds; a failed seed is never a number. A comparison is inconclusive when it rests on one
-seed or when the seed ranges of the compared cells overlap. Figure 3's claim reads the committed figure data;
+seed or when the seed ranges of the compared cells overlap. A claim that a beats several cells is a conjunction:
+one comparison that goes against it settles it, and it holds only when every comparison does. Figure 3's claim reads the committed figure data;
 Figure 5's the layer similarities `lnrepro evaluate` records.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -142,23 +144,41 @@ def _judge_compare(claim: Claim, records) -> tuple[str, str]:
         missing = [n for n, c in zip([claim.a, *others], [a, *cells]) if c is None]
         return "not run", "no records of the current recipe: " + ", ".join(missing)
     detail = _show(claim.a, a) + " vs " + ", ".join(_show(b, c) for b, c in zip(others, cells))
-    if min(c["n"] for c in [a, *cells]) < 2:
-        return "inconclusive", detail
+    verdicts = [_compare_one(claim, a, c) for c in cells]
+    if len(others) == 1:
+        overlap = verdicts[0] == "inconclusive" and _overlap(a, cells[0])
+        return verdicts[0], detail + ("; seed ranges overlap" if overlap else "")
+    # "a beats every cell in b" is a conjunction: one comparison against it settles it; otherwise all must hold
+    for v in ("not reproduced", "not run", "inconclusive"):
+        if v in verdicts:
+            against = [b for b, w in zip(others, verdicts) if w == v]
+            return v, detail + f"; {v} against " + ", ".join(against)
+    return "reproduced", detail
+
+
+def _overlap(a: dict, c: dict) -> bool:
+    """Both cells have scored seeds and their ranges overlap."""
+    if not a["values"] or not c["values"]:
+        return False
+    return min(a["values"]) <= max(c["values"]) and min(c["values"]) <= max(a["values"])
+
+
+def _compare_one(claim: Claim, a: dict, c: dict) -> str:
+    """One comparison of cell a against cell c by the module's seed rules."""
+    if min(a["n"], c["n"]) < 2:
+        return "inconclusive"
     if a["mean"] is None:  # the claimed-better method failed (or was never scored): never a number
-        return ("not reproduced" if a["failed"] else "not run"), detail
-    unscored = [c for c in cells if c["mean"] is None]
-    if unscored:
-        if any(not c["failed"] for c in unscored):
-            return "not run", detail
-        return ("not reproduced" if claim.kind == "close" else "reproduced"), detail  # it beat a failed run
+        return "not reproduced" if a["failed"] else "not run"
+    if c["mean"] is None:
+        if not c["failed"]:
+            return "not run"
+        return "not reproduced" if claim.kind == "close" else "reproduced"  # it beat a failed run
     if claim.kind == "close":
-        return ("reproduced" if abs(a["mean"] - cells[0]["mean"]) <= claim.tolerance else "not reproduced"), detail
+        return "reproduced" if abs(a["mean"] - c["mean"]) <= claim.tolerance else "not reproduced"
+    if _overlap(a, c):
+        return "inconclusive"
     sign = 1 if claim.higher_is_better else -1
-    overlap = any(min(a["values"]) <= max(c["values"]) and min(c["values"]) <= max(a["values"]) for c in cells)
-    if overlap:
-        return "inconclusive", detail + "; seed ranges overlap"
-    ok = all(sign * (a["mean"] - c["mean"]) > 0 for c in cells)
-    return ("reproduced" if ok else "not reproduced"), detail
+    return "reproduced" if sign * (a["mean"] - c["mean"]) > 0 else "not reproduced"
 
 
 def _mean_offdiag(m: list[list[float]]) -> float:
@@ -242,5 +262,6 @@ def render_claims(results_dir: Path, scale: str, fmt: str = "text") -> str | Non
         return None
     out = [f"The paper's claims at scale '{scale}': {counts}", ""]
     for r in rows:
-        out += [f"[{r['verdict']}] {r['claim']} ({r['source']})", f"    {r['evidence']}"]
+        out += [f"[{r['verdict']}] {r['claim']} ({r['source']})",
+                textwrap.fill(r["evidence"], 116, initial_indent="    ", subsequent_indent="    ", break_on_hyphens=False)]
     return "\n".join(out) + "\n"

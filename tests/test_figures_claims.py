@@ -112,6 +112,24 @@ def test_claims_verdicts(tmp_path):
         "wikitext103/16L-b2t 219.00 (seeds 218.00-220.00)")
     got = {c["claim"]: c["verdict"] for c in evaluate_claims(tmp_path, "mini")}
     assert got["60L-12L MT: B2T > Pre-LN on BLEU"] == "not reproduced"  # B2T failed: not a 0.00 that loses
+    # "B2T >= DeepNet, Admin, DLCL, T-Fixup" (B2T 10-11): DeepNet overlaps and Admin has one seed, but T-Fixup is
+    # above every B2T seed on two seeds, which settles the conjunction against the paper
+    for seed, (deepnet, tfixup, dlcl) in enumerate(((10.5, 12.0, 8.0), (12.0, 13.0, 9.0)), start=1):
+        write_record(tmp_path, record("18L-18L-deepnet", seed, metrics=bleu(deepnet)))
+        write_record(tmp_path, record("18L-18L-t_fixup", seed, metrics=bleu(tfixup)))
+        write_record(tmp_path, record("18L-18L-dlcl", seed, metrics=bleu(dlcl)))
+    write_record(tmp_path, record("18L-18L-admin", 1, metrics=bleu(9.0)))
+    table5 = lambda: next((v, e) for c in evaluate_claims(tmp_path, "mini") if c["claim"].startswith("18L-18L MT: B2T >=")
+                          for v, e in [(c["verdict"], c["evidence"])])
+    assert table5()[0] == "not reproduced" and table5()[1].endswith("; not reproduced against 18L-18L-t_fixup")
+    for seed in (1, 2):  # T-Fixup below B2T: now DeepNet's overlap and Admin's one seed leave it open
+        write_record(tmp_path, record("18L-18L-t_fixup", seed, metrics=bleu(7.0 + seed)))
+    assert table5() == ("inconclusive", table5()[1]) and table5()[1].endswith(
+        "; inconclusive against 18L-18L-deepnet, 18L-18L-admin")
+    for seed in (1, 2):  # every comparison holds
+        write_record(tmp_path, record("18L-18L-deepnet", seed, metrics=bleu(7.5 + seed)))
+    write_record(tmp_path, record("18L-18L-admin", 2, metrics=bleu(9.5)))
+    assert table5()[0] == "reproduced"
     for fmt in ("text", "markdown", "json"):
         r = runner.invoke(app, ["claims", "--scale", "mini", "--results", str(tmp_path), "--format", fmt])
         assert r.exit_code == 0 and "inconclusive" in r.output, r.output
