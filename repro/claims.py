@@ -146,7 +146,7 @@ def _judge_compare(claim: Claim, records) -> tuple[str, str]:
     detail = _show(claim.a, a) + " vs " + ", ".join(_show(b, c) for b, c in zip(others, cells))
     verdicts = [_compare_one(claim, a, c) for c in cells]
     if len(others) == 1:
-        overlap = verdicts[0] == "inconclusive" and _overlap(a, cells[0])
+        overlap = verdicts[0] == "inconclusive" and min(a["n"], cells[0]["n"]) >= 2 and _overlap(a, cells[0])
         return verdicts[0], detail + ("; seed ranges overlap" if overlap else "")
     # "a beats every cell in b" is a conjunction: one comparison against it settles it; otherwise all must hold
     for v in ("not reproduced", "not run", "inconclusive"):
