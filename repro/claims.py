@@ -4,8 +4,8 @@ Verdicts: reproduced / not reproduced / inconclusive / not run. A claim rests on
 recipes/) and reads only records of the current recipes (`repro.results.current_records`). A cell's value is the
 mean over its completed seeds; a failed seed is never a number. A comparison is inconclusive when it rests on one
 seed or when the seed ranges of the compared cells overlap. A claim that a beats several cells is a conjunction:
-one comparison that goes against it settles it, and it holds only when every comparison does. Figure 3's claim reads the committed figure data;
-Figure 5's the layer similarities `lnrepro evaluate` records.
+one comparison that goes against it settles it, and it holds only when every comparison does. Figure 3's claim
+reads the committed figure data; Figure 5's the layer similarities `lnrepro evaluate` records.
 """
 
 from __future__ import annotations
@@ -144,10 +144,11 @@ def _judge_compare(claim: Claim, records) -> tuple[str, str]:
         missing = [n for n, c in zip([claim.a, *others], [a, *cells]) if c is None]
         return "not run", "no records of the current recipe: " + ", ".join(missing)
     detail = _show(claim.a, a) + " vs " + ", ".join(_show(b, c) for b, c in zip(others, cells))
-    verdicts = [_compare_one(claim, a, c) for c in cells]
+    judged = [_compare_one(claim, a, c) for c in cells]
     if len(others) == 1:
-        overlap = verdicts[0] == "inconclusive" and min(a["n"], cells[0]["n"]) >= 2 and _overlap(a, cells[0])
-        return verdicts[0], detail + ("; seed ranges overlap" if overlap else "")
+        verdict, why = judged[0]
+        return verdict, detail + (f"; {why}" if why else "")
+    verdicts = [v for v, _ in judged]
     # "a beats every cell in b" is a conjunction: one comparison against it settles it; otherwise all must hold
     for v in ("not reproduced", "not run", "inconclusive"):
         if v in verdicts:
@@ -156,29 +157,23 @@ def _judge_compare(claim: Claim, records) -> tuple[str, str]:
     return "reproduced", detail
 
 
-def _overlap(a: dict, c: dict) -> bool:
-    """Both cells have scored seeds and their ranges overlap."""
-    if not a["values"] or not c["values"]:
-        return False
-    return min(a["values"]) <= max(c["values"]) and min(c["values"]) <= max(a["values"])
-
-
-def _compare_one(claim: Claim, a: dict, c: dict) -> str:
-    """One comparison of cell a against cell c by the module's seed rules."""
+def _compare_one(claim: Claim, a: dict, c: dict) -> tuple[str, str]:
+    """One comparison of cell a against cell c by the module's seed rules: the verdict, and the overlap when that
+    decided it."""
     if min(a["n"], c["n"]) < 2:
-        return "inconclusive"
+        return "inconclusive", ""
     if a["mean"] is None:  # the claimed-better method failed (or was never scored): never a number
-        return "not reproduced" if a["failed"] else "not run"
+        return ("not reproduced" if a["failed"] else "not run"), ""
     if c["mean"] is None:
         if not c["failed"]:
-            return "not run"
-        return "not reproduced" if claim.kind == "close" else "reproduced"  # it beat a failed run
+            return "not run", ""
+        return ("not reproduced" if claim.kind == "close" else "reproduced"), ""  # it beat a failed run
     if claim.kind == "close":
-        return "reproduced" if abs(a["mean"] - c["mean"]) <= claim.tolerance else "not reproduced"
-    if _overlap(a, c):
-        return "inconclusive"
+        return ("reproduced" if abs(a["mean"] - c["mean"]) <= claim.tolerance else "not reproduced"), ""
+    if min(a["values"]) <= max(c["values"]) and min(c["values"]) <= max(a["values"]):
+        return "inconclusive", "seed ranges overlap"
     sign = 1 if claim.higher_is_better else -1
-    return "reproduced" if sign * (a["mean"] - c["mean"]) > 0 else "not reproduced"
+    return ("reproduced" if sign * (a["mean"] - c["mean"]) > 0 else "not reproduced"), ""
 
 
 def _mean_offdiag(m: list[list[float]]) -> float:
@@ -263,5 +258,6 @@ def render_claims(results_dir: Path, scale: str, fmt: str = "text") -> str | Non
     out = [f"The paper's claims at scale '{scale}': {counts}", ""]
     for r in rows:
         out += [f"[{r['verdict']}] {r['claim']} ({r['source']})",
-                textwrap.fill(r["evidence"], 116, initial_indent="    ", subsequent_indent="    ", break_on_hyphens=False)]
+                textwrap.fill(r["evidence"], 116, initial_indent="    ", subsequent_indent="    ",
+                              break_on_hyphens=False)]
     return "\n".join(out) + "\n"
