@@ -1,6 +1,12 @@
 """Recipes: a typed schema, YAML with one level of `base:`, scale overrides kept in the recipe, `--set` overrides.
 
-Resolution order: base <- recipe (deep merge) <- scales[SCALE] (unless SCALE is paper) <- each `--set key=value`.
+Resolution order: base <- recipe (deep merge) <- the base's scales[SCALE] <- the recipe's scales[SCALE] (no scale
+block applies at paper scale) <- each `--set key=value`.
+A base's scale is the regime of that scale for every recipe on it, so it comes after the recipe's own keys; it
+never replaces one of them unannounced: where it would set a key the recipe sets to another value, the recipe
+either says what the key is at that scale (its own `scales.SCALE`, which wins) or lists the key under
+`scales_replace:` (the base's scale replaces it on purpose, e.g. Table 8's GPUs per update, which the reduced
+scales set to one). Anything else is a RecipeError, so `lnrepro recipes --check` and `train` refuse it.
 Every problem is a RecipeError whose message is one line naming the file, the key path, the value and what was
 expected.
 """
@@ -286,11 +292,20 @@ def deep_merge(base: dict, delta: dict) -> dict:
 
 def load_raw(path: Path) -> dict:
     """The recipe merged over its base (one level), scales not yet applied."""
-    path = Path(path)
+    base_data, data = _layers(Path(path))
+    return deep_merge(base_data, data) if base_data is not None else data
+
+
+SCALES_REPLACE = "scales_replace"  # a recipe's list of its keys that its base's scales replace on purpose
+
+
+def _layers(path: Path) -> tuple[dict | None, dict]:
+    """(the base's mapping or None, the recipe's own mapping without `base:` and `scales_replace:`)."""
     data = _read_yaml(path, "recipe")
+    data.pop(SCALES_REPLACE, None)
     base = data.pop("base", None)
     if base is None:
-        return data
+        return None, data
     if not isinstance(base, str):
         raise RecipeError(f"{path}: base: {base!r} is not a file path (expected a string)")
     base_path = (path.parent / base).resolve()
@@ -302,7 +317,50 @@ def load_raw(path: Path) -> dict:
         kind = "a cycle" if nested == path.resolve() else "nested"
         raise RecipeError(f"{base_path}: base: {base_data['base']!r} is {kind} "
                           f"(a recipe has one level of base, and a base has none)")
-    return deep_merge(base_data, data)
+    if SCALES_REPLACE in base_data:
+        raise RecipeError(f"{base_path}: {SCALES_REPLACE}: unknown key in a base (it belongs to a recipe)")
+    return base_data, data
+
+
+def _leaves(d: dict, prefix: str = "") -> dict[str, object]:
+    """Key path -> value of every leaf of a recipe mapping (a per-split mapping is one value, as deep_merge has it)."""
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and k != "lenpen_by_split":
+            out.update(_leaves(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def check_scale_replacements(path: Path) -> None:
+    """Refuse a recipe whose own key its base's scale would replace with another value unannounced (see the module
+    docstring); and a `scales_replace` entry that replaces nothing, which would announce what does not happen."""
+    base_data, own = _layers(path)
+    listed = _read_yaml(path, "recipe").get(SCALES_REPLACE, []) or []
+    if not isinstance(listed, list) or not all(isinstance(k, str) for k in listed):
+        raise RecipeError(f"{path}: {SCALES_REPLACE}: {listed!r} is not a list of key paths like optim.lr")
+    own_scales = own.get("scales") or {}
+    own_keys = _leaves({k: v for k, v in own.items() if k != "scales"})
+    used = set()
+    for scale, delta in ((base_data or {}).get("scales") or {}).items():
+        if not isinstance(delta, dict):
+            continue
+        stated = _leaves(own_scales.get(scale) or {}) if isinstance(own_scales.get(scale), dict) else {}
+        for key, value in _leaves(delta).items():
+            if key not in own_keys or own_keys[key] == value or key in stated:
+                continue
+            if key in listed:
+                used.add(key)
+                continue
+            raise RecipeError(
+                f"{path}: {key}: {own_keys[key]!r} is replaced at scale {scale} by its base's scales.{scale}.{key} "
+                f"({value!r}) unannounced: set it in the recipe's own scales.{scale} (the value it takes there), "
+                f"or list it under {SCALES_REPLACE}: if the base's value is meant")
+    for key in listed:
+        if key not in used:
+            raise RecipeError(f"{path}: {SCALES_REPLACE}: {key!r} is not a key of this recipe that a scale of its "
+                              f"base replaces with another value")
 
 
 def _type_name(tp) -> str:
@@ -435,6 +493,7 @@ def resolve(path: str | Path, scale: str = "paper", sets: list[str] | None = Non
     if scale not in SCALES:
         raise RecipeError(f"--scale {scale!r}: expected one of {', '.join(SCALES)}")
     raw = load_raw(path)
+    check_scale_replacements(path)
     scales = raw.get("scales", {}) or {}
     if not isinstance(scales, dict):
         raise RecipeError(f"{path}: scales: {scales!r} is {type(scales).__name__}, expected a mapping")
