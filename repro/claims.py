@@ -1,22 +1,28 @@
-"""The paper's findings as a fixed, cited list, each judged against results/ at one scale.
+"""The paper's findings as a fixed, cited list, each judged against results/ at one scale by a dated version of
+the judging rules (repro/judging.py states them; v2 is current, v1 is kept so that what changed can be shown).
 
 Verdicts: reproduced / not reproduced / inconclusive / not run. A claim rests on named cells (recipe names below
-recipes/) and reads only records of the current recipes (`repro.results.current_records`). A cell's value is the
-mean over its completed seeds; a failed seed is never a number. A comparison is inconclusive when it rests on one
-seed or when the seed ranges of the compared cells overlap. A claim that a beats several cells is a conjunction:
-one comparison that goes against it settles it, and it holds only when every comparison does. Figure 3's claim
-reads the committed figure data; Figure 5's the layer similarities `lnrepro evaluate` records.
+recipes/) and reads only records of the current recipes (`repro.results.current_records`), each judged by the
+rules (a run that learned nothing has failed under v2). A failed seed is never a number. A claim that a beats
+several cells is a conjunction: one comparison that goes against it settles it, and it holds only when every
+comparison does. Figure 3's claim reads the committed figure data; Figure 5's the layer similarities
+`lnrepro evaluate` records.
+
+Rules v1 (`_judge_run`, `_judge_compare`, `_judge_figure5`): a comparison is inconclusive when it rests on one
+seed or when the seed ranges of the compared cells overlap. Rules v2 (`judge_v2`): the tests of repro/judging.py.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from repro.results import current_records
+from repro import judging
+from repro.results import stale_note
 
 VERDICTS = ("reproduced", "not reproduced", "inconclusive", "not run")
 
@@ -213,8 +219,8 @@ def _judge_figure(claim: Claim, figures_dir: Path, scale: str) -> tuple[str, str
     raise ValueError(f"unknown figure claim {claim.kind!r}")
 
 
-def judge(claim: Claim, records: dict[str, list[dict]], figures_dir: Path = Path("results/figures"),
-          scale: str = "mini") -> tuple[str, str]:
+def judge_v1(claim: Claim, records: dict[str, list[dict]], figures_dir: Path = Path("results/figures"),
+             scale: str = "mini") -> tuple[str, str]:
     if claim.kind in ("fails", "trains"):
         return _judge_run(claim, records)
     if claim.kind == "figure5":
@@ -224,22 +230,213 @@ def judge(claim: Claim, records: dict[str, list[dict]], figures_dir: Path = Path
     return _judge_compare(claim, records)
 
 
-def evaluate_claims(results_dir: Path, scale: str) -> list[dict]:
-    records, _ = current_records(results_dir, scale)
+# -- rules v2 --------------------------------------------------------------------------------------------------
+
+# Which column of the paper's tables a claim's metric is; perplexity and WER effects are carried over as ratios
+# (the mini scores are of another size), BLEU and ROUGE as points.
+PAPER_COLUMN = {BLEU: "Average", R1: "R-1", PPL_TEST: "Test", WER_TEST: "Test other"}
+RELATIVE = {PPL_TEST, WER_TEST}
+
+
+def paper_number(recipe_name: str, metric: tuple):
+    """The paper's value of a cell in the claim's column (the first table holding the recipe), FAILED or None."""
+    from repro.tables.spec import SPECS, paper_value
+    column = PAPER_COLUMN.get(metric)
+    for number, spec in sorted(SPECS.items()):
+        for group, methods in spec.groups.items():
+            for method in methods:
+                if spec.recipe_name(group, method) == recipe_name and column in spec.columns:
+                    return paper_value(number, group, method, spec.columns.index(column))
+    return None
+
+
+def paper_effect(claim: Claim, a: str, b: str, b_mean: float | None) -> float | None:
+    """The paper's own difference between the two cells in the claim's direction, in this scale's units."""
+    pa, pb = paper_number(a, claim.metric), paper_number(b, claim.metric)
+    if not isinstance(pa, float) or not isinstance(pb, float):
+        return None
+    sign = 1 if claim.higher_is_better else -1
+    if claim.metric in RELATIVE:
+        return None if b_mean is None else sign * (pa / pb - 1) * b_mean
+    return sign * (pa - pb)
+
+
+def _cell_v2(records, name: str, claim: Claim) -> dict | None:
+    recs = records.get(name)
+    if not recs:
+        return None
+    values, reasons = [], []
+    for r in recs:
+        m = r.get("metrics") or {}
+        v = _lookup(m, claim.metric) if claim.metric else None
+        if v is None and claim.or_metric:
+            v = _lookup(m, claim.or_metric)
+        if r["status"] == "failed":
+            reasons.append(f"seed {r['seed']}: {r.get('reason', '')}")
+        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+            values.append(float(v))
+    n, failed = len(recs), len(reasons)
+    return {"name": name, "n": n, "failed": failed, "values": values, "reasons": reasons,
+            "mean": statistics.fmean(values) if values else None,
+            "failed_whole": n >= judging.MIN_SEEDS_FAILURE and failed * 2 > n}
+
+
+def _brief(c: dict) -> str:
+    if c["mean"] is None:
+        return f"{c['name']}: {c['failed']}/{c['n']} seeds failed" if c["failed"] else f"{c['name']}: not evaluated"
+    failed = f", {c['failed']} failed" if c["failed"] else ""
+    return f"{c['name']} {c['mean']:.2f} (n={len(c['values'])}{failed})"
+
+
+def _missing(names: list[str], records, stale) -> dict:
+    notes = [stale_note(n, stale[n]) for n in names if n in stale]
+    text = "no records of the current recipe: " + ", ".join(names)
+    if notes:
+        text += "; waits for runs of the current recipe; " + "; ".join(notes)
+    return {"verdict": "not run", "evidence": text}
+
+
+def _compare_v2(claim: Claim, a: dict, c: dict) -> dict:
+    """One comparison of a against c: a verdict with its test, or the reason none could be made."""
+    out = {"cells": [a["name"], c["name"]]}
+    if a["failed_whole"]:
+        return {**out, "verdict": "not reproduced", "why": f"{a['name']} failed on most seeds"}
+    if c["failed_whole"] and claim.kind != "close" and len(a["values"]) * 2 > a["n"]:
+        return {**out, "verdict": "reproduced", "why": f"{c['name']} failed on most seeds, {a['name']} trained"}
+    if c["failed_whole"]:
+        return {**out, "verdict": "not reproduced" if claim.kind == "close" else "inconclusive",
+                "why": f"{c['name']} failed on most seeds"}
+    short = [x["name"] for x in (a, c) if len(x["values"]) < judging.MIN_SEEDS_TEST]
+    if short:
+        return {**out, "verdict": "inconclusive",
+                "why": f"fewer than {judging.MIN_SEEDS_TEST} trained seeds: {', '.join(short)}"}
+    sign = 1 if claim.higher_is_better else -1
+    if claim.kind == "close":
+        t = judging.tost(a["values"], c["values"], claim.tolerance)
+        verdict = ("reproduced" if t["p"] < judging.ALPHA else
+                   "not reproduced" if t["p_outside"] < judging.ALPHA else "inconclusive")
+        return {**out, "verdict": verdict, "test": t,
+                "why": f"TOST at +-{claim.tolerance:g}: diff {t['diff']:+.2f}, 90% CI [{t['ci90'][0]:+.2f}, "
+                       f"{t['ci90'][1]:+.2f}], p {t['p']:.3f}"}
+    w = judging.welch(a["values"], c["values"], sign)
+    verdict = ("reproduced" if w.p < judging.ALPHA else "not reproduced" if w.p_against < judging.ALPHA
+               else "inconclusive")
+    test = w.as_dict()
+    why = (f"Welch diff {w.diff:+.2f} in the claim's direction, 95% CI [{w.ci95[0]:+.2f}, {w.ci95[1]:+.2f}], "
+           f"p {w.p:.3f}")
+    if verdict == "inconclusive":
+        effect = paper_effect(claim, a["name"], c["name"], c["mean"])
+        test["detectable"] = judging.detectable(w.sd, *w.n)
+        test["paper_effect"] = effect
+        test["seeds_needed"] = judging.seeds_needed(w.sd, effect) if effect and effect > 0 else None
+        why += f"; detectable with these seeds: {test['detectable']:.2f}"
+        if test["seeds_needed"]:
+            why += f"; the paper's {effect:+.2f} needs {test['seeds_needed']} seeds per cell"
+        elif effect is not None and effect <= 0:
+            why += f"; the paper's own difference is {effect:+.2f}"
+    return {**out, "verdict": verdict, "test": test, "why": why}
+
+
+def _run_v2(claim: Claim, a: dict) -> dict:
+    n, failed = a["n"], a["failed"]
+    evidence = f"{a['name']}: {failed}/{n} seeds failed" + (f" ({'; '.join(a['reasons'])})" if a["reasons"] else "")
+    test = {"test": f"majority of at least {judging.MIN_SEEDS_FAILURE} seeds", "seeds": n, "failed": failed,
+            "seeds_needed": judging.MIN_SEEDS_FAILURE}
+    if n < judging.MIN_SEEDS_FAILURE or failed * 2 == n:
+        return {"verdict": "inconclusive", "evidence": evidence + f"; needs {judging.MIN_SEEDS_FAILURE} seeds and a "
+                "majority", "test": test}
+    ok = (failed * 2 > n) == (claim.kind == "fails")
+    return {"verdict": "reproduced" if ok else "not reproduced", "evidence": evidence, "test": test}
+
+
+def judge_v2(claim: Claim, records: dict[str, list[dict]], stale: dict | None = None,
+             figures_dir: Path = Path("results/figures"), scale: str = "mini") -> dict:
+    """A claim under rules v2: {"verdict", "evidence", and where a test decided, "test" or "comparisons"}."""
+    stale = stale or {}
+    if claim.kind == "figure3":
+        verdict, evidence = _judge_figure(claim, figures_dir, scale)
+        return {"verdict": verdict, "evidence": evidence, "test": {"test": "fixed thresholds on one deterministic "
+                f"measurement: Post-LN ratio > {FIG3_VANISH:g}, B2T's < {FIG3_B2T_SHARE:g} of it"}}
+    if claim.kind == "figure5":
+        cells = []
+        for name in (claim.a, claim.b):
+            values = [statistics.fmean([_mean_offdiag(r["metrics"]["layer_cosine"][s]) for s in ("encoder", "decoder")])
+                      for r in records.get(name, []) if r["status"] == "completed"
+                      and "layer_cosine" in (r.get("metrics") or {})]
+            if not values:
+                return _missing([name], records, stale)
+            cells.append({"name": name, "n": len(values), "failed": 0, "values": values, "reasons": [],
+                          "mean": statistics.fmean(values), "failed_whole": False})
+        one = _compare_v2(claim, *cells)
+        return {"verdict": one["verdict"], "evidence": f"mean cosine {_brief(cells[0])} vs {_brief(cells[1])}; "
+                + one["why"], **({"test": one["test"]} if "test" in one else {})}
+    names = [claim.a, *[b for b in claim.b.split(",") if b]] if claim.kind not in ("fails", "trains") else [claim.a]
+    missing = [n for n in names if not records.get(n)]
+    if missing:
+        return _missing(missing, records, stale)
+    cells = [_cell_v2(records, n, claim) for n in names]
+    if claim.kind in ("fails", "trains"):
+        return _run_v2(claim, cells[0])
+    a, others = cells[0], cells[1:]
+    judged = [_compare_v2(claim, a, c) for c in others]
+    evidence = _brief(a) + " vs " + ", ".join(_brief(c) for c in others)
+    failed_notes = [r for c in cells for r in c["reasons"]]
+    if len(judged) == 1:
+        verdict = judged[0]["verdict"]
+        evidence += "; " + judged[0]["why"]
+    else:
+        verdicts = [j["verdict"] for j in judged]
+        verdict = next((v for v in ("not reproduced", "inconclusive") if v in verdicts), "reproduced")
+        evidence += "; " + "; ".join(f"against {j['cells'][1]}: {j['verdict']} ({j['why']})" for j in judged)
+    if failed_notes:
+        evidence += "; failed: " + "; ".join(failed_notes)
+    return {"verdict": verdict, "evidence": evidence, "comparisons": judged}
+
+
+def evaluate_claims(results_dir: Path, scale: str, rules: str = judging.CURRENT) -> list[dict]:
+    records, stale = judging.judged_records(results_dir, scale, rules)
     figures = Path(results_dir) / "figures"
-    return [{"claim": c.text, "source": c.source, "verdict": v, "evidence": e}
-            for c in CLAIMS for v, e in [judge(c, records, figures, scale)]]
+    rows = []
+    for c in CLAIMS:
+        if rules == "v1":
+            verdict, evidence = judge_v1(c, records, figures, scale)
+            rows.append({"claim": c.text, "source": c.source, "verdict": verdict, "evidence": evidence})
+        else:
+            rows.append({"claim": c.text, "source": c.source, **judge_v2(c, records, stale, figures, scale)})
+    return rows
 
 
-def render_claims(results_dir: Path, scale: str, fmt: str = "text") -> str | None:
+def rules_line(rules: str) -> str:
+    return f"judging rules {rules} of {judging.RULES[rules]} (repro/judging.py)"
+
+
+def changed_verdicts(results_dir: Path, scale: str, old: str = "v1", new: str = judging.CURRENT) -> list[dict]:
+    """The claims whose verdict differs between two versions of the rules, with both verdicts and the new
+    evidence."""
+    before = {r["claim"]: r for r in evaluate_claims(results_dir, scale, old)}
+    return [{"claim": r["claim"], old: before[r["claim"]]["verdict"], new: r["verdict"], "evidence": r["evidence"]}
+            for r in evaluate_claims(results_dir, scale, new) if before[r["claim"]]["verdict"] != r["verdict"]]
+
+
+def render_changed(results_dir: Path, scale: str, old: str = "v1", new: str = judging.CURRENT) -> str:
+    """The changed verdicts as a Markdown table."""
+    rows = changed_verdicts(results_dir, scale, old, new)
+    lines = [f"**Verdicts at scale '{scale}' that changed from rules {old} to {new}: {len(rows)}**", "",
+             f"| claim | {old} | {new} | why ({new}'s evidence) |", "|---|---|---|---|"]
+    lines += [f"| {r['claim']} | {r[old]} | {r[new]} | {r['evidence']} |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def render_claims(results_dir: Path, scale: str, fmt: str = "text", rules: str = judging.CURRENT) -> str | None:
     """text: a rich table on a wide terminal, else one compact block per claim; markdown; json."""
-    rows = evaluate_claims(results_dir, scale)
+    rows = evaluate_claims(results_dir, scale, rules)
     counts = ", ".join(f"{sum(r['verdict'] == v for r in rows)} {v}" for v in VERDICTS)
     if fmt == "json":
-        return json.dumps({"scale": scale, "results": str(results_dir), "claims": rows}, indent=2) + "\n"
+        return json.dumps({"scale": scale, "results": str(results_dir), "rules": rules,
+                           "rules_date": judging.RULES[rules], "claims": rows}, indent=2) + "\n"
     if fmt == "markdown":
-        lines = [f"Claims at scale '{scale}': {counts}.", "", "| claim | paper | verdict | evidence |",
-                 "|---|---|---|---|"]
+        lines = [f"Claims at scale '{scale}' under {rules_line(rules)}: {counts}.", "",
+                 "| claim | paper | verdict | evidence |", "|---|---|---|---|"]
         lines += [f"| {r['claim']} | {r['source']} | {r['verdict']} | {r['evidence']} |" for r in rows]
         return "\n".join(lines) + "\n"
     if fmt != "text":
@@ -247,17 +444,20 @@ def render_claims(results_dir: Path, scale: str, fmt: str = "text") -> str | Non
     from repro.progress import console
     if console.is_terminal and console.width >= 140:
         from rich.table import Table
-        t = Table(title=f"The paper's claims at scale '{scale}' ({counts})")
+        from rich.text import Text
+        t = Table(title=f"The paper's claims at scale '{scale}' ({counts}); {rules_line(rules)}")
         for col in ("claim", "paper", "verdict", "evidence"):
             t.add_column(col)
         colour = {"reproduced": "green", "not reproduced": "red", "inconclusive": "yellow", "not run": "dim"}
         for r in rows:
-            t.add_row(r["claim"], r["source"], f"[{colour[r['verdict']]}]{r['verdict']}[/]", r["evidence"])
+            t.add_row(Text(r["claim"]), Text(r["source"]), Text(r["verdict"], style=colour[r["verdict"]]),
+                      Text(r["evidence"]))
         console.print(t)
         return None
-    out = [f"The paper's claims at scale '{scale}': {counts}", ""]
+    out = [f"The paper's claims at scale '{scale}': {counts}", f"({rules_line(rules)})", ""]
     for r in rows:
         out += [f"[{r['verdict']}] {r['claim']} ({r['source']})",
                 textwrap.fill(r["evidence"], 116, initial_indent="    ", subsequent_indent="    ",
                               break_on_hyphens=False)]
     return "\n".join(out) + "\n"
+

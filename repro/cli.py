@@ -317,19 +317,46 @@ def recipes(folder: Path = typer.Argument(Path("recipes"), help="Folder of recip
 @app.command()
 def claims(scale: str = typer.Option("mini", "--scale", help="Whose records to judge."),
            fmt: str = typer.Option("text", "--format", help="text, markdown or json."),
+           rules: str = typer.Option("v2", "--rules", help="Which dated version of the judging rules (v1, v2)."),
+           changed: bool = typer.Option(False, "--changed", help="List the verdicts that changed from v1 to v2 instead."),
            results: Path = typer.Option(Path("results"), "--results", help="Folder of run records.")):
     """Judge the paper's findings against results/: reproduced, not reproduced, inconclusive or not run.
 
     Example: lnrepro claims --scale mini --format markdown
     """
     check_scale(scale)
-    from repro.claims import render_claims
+    from repro.claims import render_changed, render_claims
+    from repro.judging import RULES
+    if rules not in RULES:
+        fail(f"--rules {rules!r}: expected one of {', '.join(RULES)}")
     try:
-        out = render_claims(results, scale, fmt)
+        out = render_changed(results, scale) if changed else render_claims(results, scale, fmt, rules)
     except ValueError as e:
         fail(str(e))
     if out is not None:
         print(out, end="")
+
+
+@app.command()
+def references(recipe: Path = typer.Argument(..., help="A recipe whose corpus (at --scale) to compute them for."),
+               scale: str = typer.Option("mini", "--scale", help="paper, mini or tiny."),
+               root: Path = typer.Option(None, "--root", help="Prepared corpora (default data/ or $LNREPRO_DATA)."),
+               results: Path = typer.Option(Path("results"), "--results", help="Folder of run records.")):
+    """Compute a prepared corpus's trivial references (unigram NLL, best constant output), which the judging
+    rules fail a run against when it does not beat them; writes results/references/<corpus>.json.
+
+    Example: lnrepro references recipes/6L-6L-b2t.yaml --scale mini --root data
+    """
+    check_scale(scale)
+    from repro.config import resolve
+    from repro.references import write_references
+    try:
+        r = resolve(recipe, scale).recipe
+        path = write_references((root or default_root()) / r.data.corpus, r.task, r.data.valid_split,
+                                r.data.test_splits, results)
+    except _known_errors() as e:
+        fail(str(e))
+    console.print(f"wrote {path}")
 
 
 @app.command()

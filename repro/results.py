@@ -249,10 +249,10 @@ def current_hash(recipe_name: str, scale: str) -> str | None:
     return _HASHES[key]
 
 
-def current_records(results_dir: Path, scale: str) -> tuple[dict[str, list[dict]], dict[str, int]]:
-    """(recipe name -> records of the current recipe, no overrides), (recipe name -> stale record count)."""
+def current_records(results_dir: Path, scale: str) -> tuple[dict[str, list[dict]], dict[str, list[dict]]]:
+    """(recipe name -> records of the current recipe, no overrides), (recipe name -> its stale records)."""
     current: dict[str, list[dict]] = {}
-    stale: dict[str, int] = {}
+    stale: dict[str, list[dict]] = {}
     for rec in load_records(results_dir, scale):
         if rec.get("overrides"):
             continue
@@ -260,5 +260,12 @@ def current_records(results_dir: Path, scale: str) -> tuple[dict[str, list[dict]
         if rec.get("recipe_hash") == current_hash(name, scale):
             current.setdefault(name, []).append(rec)
         else:
-            stale[name] = stale.get(name, 0) + 1
+            stale.setdefault(name, []).append(rec)
     return current, stale
+
+
+def stale_note(name: str, records: list[dict]) -> str:
+    """Why a cell's records no longer count: the note stored with them (`stale_reason`), else the hash change."""
+    reasons = sorted({r.get("stale_reason") or f"its recipe changed since (hash {r.get('recipe_hash')})"
+                      for r in records})
+    return f"{name}: {len(records)} stale record{'s' if len(records) > 1 else ''} ({'; '.join(reasons)})"

@@ -6,7 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from repro.cli import app
-from repro.config import RecipeError, resolve
+from repro.config import SCALES, RecipeError, resolve
 from repro.tables.spec import all_recipe_names
 
 REPO = Path(__file__).resolve().parents[1]
@@ -286,3 +286,44 @@ def test_optimizer_state_from_a_gpu_checkpoint_keeps_this_devices_adam():
     assert resumed.param_groups[0]["fused"] is None and resumed.param_groups[0]["foreach"] is None
     assert torch.equal(resumed.state[v]["exp_avg"], gpu_like.state[w]["exp_avg"])
     assert float(resumed.state[v]["step"]) == 1.0
+
+
+BASE_WITH_SCALE = """task: mt
+data: {corpus: c, test_splits: [t]}
+optim: {lr: 0.001, gpus_per_update: 128}
+scales:
+  mini: {optim: {lr: 0.002, gpus_per_update: 1}}
+"""
+
+
+def test_a_base_scale_never_replaces_a_recipe_key_unannounced(tmp_path):
+    write(tmp_path, BASE_WITH_SCALE, "base.yaml")
+    write(tmp_path, "base: base.yaml\noptim: {lr: 0.0005}\n", "own.yaml")
+    with pytest.raises(RecipeError, match=r"own.yaml: optim.lr: 0.0005 is replaced at scale mini by its base's "
+                                          r"scales.mini.optim.lr \(0.002\) unannounced"):
+        resolve(tmp_path / "own.yaml", "paper")
+    r = runner.invoke(app, ["recipes", str(tmp_path), "--check"])
+    assert r.exit_code == 2 and "own.yaml: optim.lr" in r.output
+    # stated in the recipe's own scale: it holds there
+    write(tmp_path, "base: base.yaml\noptim: {lr: 0.0005}\nscales: {mini: {optim: {lr: 0.0005}}}\n", "own.yaml")
+    assert resolve(tmp_path / "own.yaml", "mini").recipe.optim.lr == 0.0005
+    # listed as replaced on purpose: the base's scale wins
+    write(tmp_path, "base: base.yaml\noptim: {gpus_per_update: 64}\nscales_replace: [optim.gpus_per_update]\n",
+          "gpus.yaml")
+    assert resolve(tmp_path / "gpus.yaml", "mini").recipe.optim.gpus_per_update == 1
+    assert resolve(tmp_path / "gpus.yaml", "paper").recipe.optim.gpus_per_update == 64
+    # an announcement of what does not happen is refused too; a value equal to the base's scale needs none
+    write(tmp_path, "base: base.yaml\nscales_replace: [optim.lr]\n", "idle.yaml")
+    with pytest.raises(RecipeError, match=r"idle.yaml: scales_replace: 'optim.lr' is not a key of this recipe"):
+        resolve(tmp_path / "idle.yaml")
+    write(tmp_path, "base: base.yaml\noptim: {lr: 0.002}\n", "same.yaml")
+    assert resolve(tmp_path / "same.yaml", "mini").recipe.optim.lr == 0.002
+
+
+def test_t_fixup_keeps_its_own_hyper_parameters_at_every_scale():
+    for path in sorted((REPO / "recipes").rglob("*t_fixup.yaml")):
+        for scale in SCALES:
+            o = resolve(path, scale).recipe.optim
+            assert (o.lr, o.weight_decay, o.decay_period) == (0.0005, 0.0001, 4000), (path, scale)
+    r = runner.invoke(app, ["train", "recipes/18L-18L-t_fixup.yaml", "--scale", "mini", "--print-config"])
+    assert r.exit_code == 0 and "lr: 0.0005" in r.output

@@ -68,7 +68,7 @@ def test_claims_verdicts(tmp_path):
     figures.mkdir()
     (figures / "figure3.json").write_text(json.dumps({"post_ln": {"decoder": [0.001, 0.05]},
                                                       "b2t": {"decoder": [0.01, 0.03]}}))
-    got = {c["claim"]: (c["verdict"], c["evidence"]) for c in evaluate_claims(tmp_path, "mini")}
+    got = {c["claim"]: (c["verdict"], c["evidence"]) for c in evaluate_claims(tmp_path, "mini", "v1")}
     verdict = lambda prefix: next(v for k, (v, _) in got.items() if k.startswith(prefix))
     assert verdict("6L-6L MT: B2T > Pre-LN") == "reproduced"
     assert verdict("6L-6L MT: Post-LN >= Pre-LN") == "inconclusive"
@@ -85,15 +85,15 @@ def test_claims_verdicts(tmp_path):
     for seed, (pre, post) in enumerate(((0.9, 0.5), (0.8, 0.6)), start=1):
         write_record(tmp_path, record("6L-6L-pre_ln", seed, metrics={**bleu(18.0), "layer_cosine": sim(pre)}))
         write_record(tmp_path, record("6L-6L-post_ln", seed, metrics={**bleu(18.0), "layer_cosine": sim(post)}))
-    got5 = {c["claim"]: c["verdict"] for c in evaluate_claims(tmp_path, "mini")}
+    got5 = {c["claim"]: c["verdict"] for c in evaluate_claims(tmp_path, "mini", "v1")}
     assert next(v for k, v in got5.items() if k.startswith("Trained 6L-6L")) == "reproduced"
     assert next(v for k, v in got5.items() if k.startswith("B2T keeps")) == "not run"  # B2T's records lack them
     for seed, b2t in ((1, 0.82), (2, 0.5)):
         write_record(tmp_path, record("6L-6L-b2t", seed, metrics={**bleu(20.0), "layer_cosine": sim(b2t)}))
-    got5 = {c["claim"]: c["verdict"] for c in evaluate_claims(tmp_path, "mini")}
+    got5 = {c["claim"]: c["verdict"] for c in evaluate_claims(tmp_path, "mini", "v1")}
     assert next(v for k, v in got5.items() if k.startswith("B2T keeps")) == "inconclusive"  # 0.82 inside 0.8-0.9
     write_record(tmp_path, record("6L-6L-b2t", 1, metrics={**bleu(20.0), "layer_cosine": sim(0.6)}))
-    got5 = {c["claim"]: c["verdict"] for c in evaluate_claims(tmp_path, "mini")}
+    got5 = {c["claim"]: c["verdict"] for c in evaluate_claims(tmp_path, "mini", "v1")}
     assert next(v for k, v in got5.items() if k.startswith("B2T keeps")) == "reproduced"
     assert "failed" in next(e for k, (v, e) in got.items() if k.startswith("MT: 18L-18L B2T"))
     write_record(tmp_path, record("60L-12L-b2t", 1, "failed", reason="x"))
@@ -106,11 +106,11 @@ def test_claims_verdicts(tmp_path):
     for seed, (post, b2t) in enumerate(((690.0, 218.0), (700.0, 220.0)), start=1):
         write_record(tmp_path, record("wikitext103/16L-post_ln", seed, metrics=ppl(post), task="lm"))
         write_record(tmp_path, record("wikitext103/16L-b2t", seed, metrics=ppl(b2t), task="lm"))
-    got = {c["claim"]: (c["verdict"], c["evidence"]) for c in evaluate_claims(tmp_path, "mini")}
+    got = {c["claim"]: (c["verdict"], c["evidence"]) for c in evaluate_claims(tmp_path, "mini", "v1")}
     assert got["16L LM: Post-LN training fails"] == (
         "not reproduced", "wikitext103/16L-post_ln: 0/2 seeds failed; it trains but reaches 695.00 against "
         "wikitext103/16L-b2t 219.00 (seeds 218.00-220.00)")
-    got = {c["claim"]: c["verdict"] for c in evaluate_claims(tmp_path, "mini")}
+    got = {c["claim"]: c["verdict"] for c in evaluate_claims(tmp_path, "mini", "v1")}
     assert got["60L-12L MT: B2T > Pre-LN on BLEU"] == "not reproduced"  # B2T failed: not a 0.00 that loses
     # "B2T >= DeepNet, Admin, DLCL, T-Fixup" (B2T 10-11): DeepNet overlaps and Admin has one seed, but T-Fixup is
     # above every B2T seed on two seeds, which settles the conjunction against the paper
@@ -119,7 +119,7 @@ def test_claims_verdicts(tmp_path):
         write_record(tmp_path, record("18L-18L-t_fixup", seed, metrics=bleu(tfixup)))
         write_record(tmp_path, record("18L-18L-dlcl", seed, metrics=bleu(dlcl)))
     write_record(tmp_path, record("18L-18L-admin", 1, metrics=bleu(9.0)))
-    table5 = lambda: next((c["verdict"], c["evidence"]) for c in evaluate_claims(tmp_path, "mini")
+    table5 = lambda: next((c["verdict"], c["evidence"]) for c in evaluate_claims(tmp_path, "mini", "v1")
                           if c["claim"].startswith("18L-18L MT: B2T >="))
     assert table5()[0] == "not reproduced" and table5()[1].endswith("; not reproduced against 18L-18L-t_fixup")
     for seed in (1, 2):  # T-Fixup below B2T: now DeepNet's overlap and Admin's one seed leave it open
@@ -131,6 +131,6 @@ def test_claims_verdicts(tmp_path):
     write_record(tmp_path, record("18L-18L-admin", 2, metrics=bleu(9.5)))
     assert table5()[0] == "reproduced"
     for fmt in ("text", "markdown", "json"):
-        r = runner.invoke(app, ["claims", "--scale", "mini", "--results", str(tmp_path), "--format", fmt])
+        r = runner.invoke(app, ["claims", "--scale", "mini", "--results", str(tmp_path), "--format", fmt, "--rules", "v1"])
         assert r.exit_code == 0 and "inconclusive" in r.output, r.output
     assert all(len(l) <= 200 for l in runner.invoke(app, ["claims", "--results", str(tmp_path)]).output.splitlines())

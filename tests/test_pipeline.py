@@ -1,6 +1,7 @@
 """Tiny prepare -> train -> evaluate -> table runs end to end; resume is exact; torchrun equals update_freq."""
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -37,6 +38,7 @@ def test_tiny_mt_end_to_end(tiny_root, tmp_path):
     metrics = json.loads((run / "metrics.json").read_text())
     assert "bleu" in metrics["splits"]["test"] and metrics["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:")
     assert len(metrics["checkpoints_averaged"]) == 2
+    assert metrics["source_blind_nll"] > 0 and math.isfinite(metrics["source_blind_nll"])  # judging rules v2
     assert metrics["eval_hardware"]["cpu"] == cpu_model() + f" ({torch.backends.cpu.get_cpu_capability()})" and metrics["eval_hardware"]["device"].startswith("cpu")
     (rec,) = load_records(results, "tiny")
     assert rec["recipe_name"] == "6L-6L-b2t" and rec["status"] == "completed" and rec["metrics"]["bleu_average"] >= 0

@@ -12,7 +12,8 @@ import statistics
 from pathlib import Path
 
 from repro.config import RecipeError, resolve
-from repro.results import current_records, machine, recipes_dir, stretch_hardware
+from repro.judging import judged_records
+from repro.results import current_records, machine, recipes_dir, stale_note, stretch_hardware
 from repro.tables import paper_values as pv
 from repro.tables.spec import SPECS, TITLES, TableSpec
 
@@ -56,7 +57,7 @@ def table_rows(number: int, scale: str, results_dir: Path, paper_version: str = 
         values, columns = pv.EN[number], spec.columns
     else:
         raise ValueError(f"--paper {paper_version!r}: expected en or ja")
-    by_recipe, stale = current_records(results_dir, scale)
+    by_recipe, stale = judged_records(results_dir, scale)
     rows = []
     for group, methods in values.items():
         for method, paper in methods.items():
@@ -74,6 +75,25 @@ def table_rows(number: int, scale: str, results_dir: Path, paper_version: str = 
                              "failed_seeds": ours.get("failed_seeds", 0), "scale": scale, "status": ours["status"],
                              "recipe": f"recipes/{spec.recipe_name(group, method)}.yaml"})
     return spec, columns, rows
+
+
+def table_notes(number: int, scale: str, results_dir: Path) -> list[str]:
+    """What the cells of a table need said beside them: each failed seed with the rule's reason, and why a
+    cell's records are stale. Read from the records (judged by the current rules), never written by hand."""
+    spec = SPECS[number]
+    by_recipe, stale = judged_records(results_dir, scale)
+    notes = []
+    for group, methods in spec.groups.items():
+        for method in methods:
+            name = spec.recipe_name(group, method)
+            for r in sorted(by_recipe.get(name, []), key=lambda r: r["seed"]):
+                if r["status"] == "failed":
+                    notes.append(f"{group} {TITLES[method]} seed {r['seed']}: training failed: {r.get('reason', '')}")
+                elif r.get("note"):
+                    notes.append(f"{group} {TITLES[method]} seed {r['seed']}: {r['note']}")
+            if name in stale and name not in by_recipe:
+                notes.append(f"{group} {TITLES[method]}: {stale_note(name, stale[name])}")
+    return notes
 
 
 def _fmt_paper(p) -> str:
@@ -123,7 +143,7 @@ def _caption(spec: TableSpec, scale: str, paper_version: str) -> str:
     return cap
 
 
-def markdown(spec, columns, rows, scale, paper_version) -> str:
+def markdown(spec, columns, rows, scale, paper_version, notes=()) -> str:
     lines = [f"**{_caption(spec, scale, paper_version)}**", "",
              "| Method | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
     group = None
@@ -132,6 +152,8 @@ def markdown(spec, columns, rows, scale, paper_version) -> str:
             lines.append(f"| *{spec.group_label}: {g}* |" + " |" * len(columns))
             group = g
         lines.append(f"| {TITLES[method]} | " + " | ".join(_cell_text(cells[c]) for c in columns) + " |")
+    if notes:
+        lines += ["", *(f"- {n}" for n in notes)]
     return "\n".join(lines) + "\n"
 
 
@@ -162,7 +184,7 @@ def to_csv(rows: list[dict]) -> str:
     return buf.getvalue()
 
 
-def text(spec, columns, rows, scale, paper_version) -> str | None:
+def text(spec, columns, rows, scale, paper_version, notes=()) -> str | None:
     """A rich table on a terminal wide enough for it; otherwise (piped, narrow) the Markdown layout, which never
     truncates a number."""
     from rich.table import Table
@@ -195,8 +217,10 @@ def text(spec, columns, rows, scale, paper_version) -> str | None:
             parts.append(cell)
         t.add_row(TITLES[method], *parts)
     if not console.is_terminal or console.measure(t).maximum > console.width:
-        return markdown(spec, columns, rows, scale, paper_version)
+        return markdown(spec, columns, rows, scale, paper_version, notes)
     console.print(t)
+    for n in notes:
+        console.print(n, markup=False, highlight=False)
     return None
 
 
@@ -209,16 +233,17 @@ def render_table(number: int, scale: str = "paper", fmt: str = "text", results_d
     if number == 8:
         return render_table8(fmt, results_dir, scale)
     spec, columns, rows = table_rows(number, scale, results_dir, paper_version)
+    notes = table_notes(number, scale, results_dir)
     if fmt == "csv":
         return to_csv(rows)
     if fmt == "json":
         return json.dumps({"table": number, "title": spec.title, "scale": scale, "paper": paper_version,
-                           "columns": columns, "rows": rows}, indent=2) + "\n"
+                           "columns": columns, "rows": rows, "notes": notes}, indent=2) + "\n"
     if fmt == "markdown":
-        return markdown(spec, columns, rows, scale, paper_version)
+        return markdown(spec, columns, rows, scale, paper_version, notes)
     if fmt == "latex":
         return latex(spec, columns, rows, scale, paper_version)
-    return text(spec, columns, rows, scale, paper_version)
+    return text(spec, columns, rows, scale, paper_version, notes)
 
 
 # -- Tables 7 and 8 ---------------------------------------------------------------------------------------------

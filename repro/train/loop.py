@@ -100,6 +100,28 @@ def validate(model, data, recipe, device, max_tokens: int) -> float:
     return total_nll / max(total_tok, 1)
 
 
+class ShiftedSources:
+    """A sequence-to-sequence split whose sentence i is paired with the source of sentence i + 1 (every source
+    moved to another target): the source-blind check of judging rules v2 (repro/judging.py)."""
+
+    def __init__(self, data):
+        self.data, self.sizes = data, data.sizes
+
+    def collate(self, indices) -> dict:
+        batch = self.data.collate(indices)
+        shifted = self.data.collate([(int(i) + 1) % len(self.sizes) for i in indices])
+        batch["src"] = shifted["src"]
+        if "src_lengths" in shifted:
+            batch["src_lengths"] = shifted["src_lengths"]
+        return batch
+
+
+def source_blind_nll(model, data, recipe, device, max_tokens: int) -> float:
+    """Validation NLL with every source moved to another sentence: a model that reads its input does much worse
+    here than on the true pairs, one that ignores it scores the same."""
+    return validate(model, ShiftedSources(data), recipe, device, max_tokens)
+
+
 def describe_run(run_dir: Path) -> str | None:
     """What a run directory already holds, in words (None when it holds no run)."""
     status_path = run_dir / "status.json"

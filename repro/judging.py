@@ -1,0 +1,234 @@
+"""The rules that judge runs and claims, versioned and dated: their constants are data here, their tests are at
+each edge (tests/test_judging.py). A rule is never adjusted after seeing what it decides; one that proves wrong
+gets a new version beside the old, and both versions' verdicts are reported (`lnrepro claims --rules`).
+
+Rules v1 (the claims module's seed-range rules, from 2026-11-21 to 2026-11-28): a run failed only by the training
+health rule (repro/train/health.py); a comparison held when the seed ranges of two cells with two or more seeds
+each lay apart; a failure claim held when a majority of two or more seeds failed.
+
+Rules v2 (2026-11-29), adding to the health rule:
+- Learned nothing is a failure. A completed run fails when it is not clearly better than its corpus's trivial
+  references (repro/references.py): its NLL must lie at least NLL_MARGIN nats under the unigram model's (the
+  validation NLL of a sequence-to-sequence model; the test perplexity of a language model, as a log), and its
+  headline metric at least METRIC_MARGIN points better than the best constant output's. A sequence-to-sequence
+  run whose evaluation measured it must also use its source: its validation NLL with sources shuffled across the
+  batch must exceed its own by at least NLL_MARGIN nats.
+  Why these margins: 0.1 nats is a 10% lower perplexity, a bar any model that learned from context clears many
+  times over (a trained mini model lies 3-4 nats under its unigram), while a model that only learned token
+  frequencies lies within a few hundredths of it; 1 point of BLEU, ROUGE-1 or WER is several times the sampling
+  spread of a score near zero on test sets of 500-1,000 sentences.
+- Comparisons by a stated test. A directional claim: Welch's t-test on the seeds that trained, one-sided at ALPHA,
+  with the difference of means and its 95% interval; "reproduced" when it is significant in the paper's direction,
+  "not reproduced" when significant against it, otherwise "inconclusive" with the smallest difference the seeds
+  could detect and the seeds per cell that would detect the paper's own difference with POWER. An equivalence
+  claim: two one-sided Welch tests at the claim's margin (TOST). A failure claim: at least MIN_SEEDS_FAILURE seeds,
+  decided by the majority. A cell with a majority of failed seeds (at least MIN_SEEDS_FAILURE) has failed as a
+  whole: a method that failed never beats one that trained. A claim that one cell beats several holds when every
+  comparison holds (an intersection-union test, valid at ALPHA without correction).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+RULES = {"v1": "2026-11-21", "v2": "2026-11-29"}  # version -> the date it took effect
+CURRENT = "v2"
+
+NLL_MARGIN = 0.1        # nats under the unigram reference, and over the source-blind NLL
+METRIC_MARGIN = 1.0     # points (BLEU, ROUGE-1 x 100, WER %) beyond the best constant output
+ALPHA = 0.05            # one-sided
+POWER = 0.8
+MIN_SEEDS_FAILURE = 3   # seeds a failure (or a "trains") claim needs, and a cell needs to count as failed
+MIN_SEEDS_TEST = 2      # trained seeds per cell a t-test needs (a spread needs two)
+
+
+# -- learned nothing -------------------------------------------------------------------------------------------
+
+def _dig(d, path):
+    for k in path:
+        d = d.get(k) if isinstance(d, dict) else None
+    return d
+
+
+def headline(task: str, metrics: dict) -> tuple[str, float | None, str | None]:
+    """(label, value, split) of the metric a run is judged on against the constant output: the average BLEU over
+    the test sets (split None), test ROUGE-1, the WER of test-other (paper scale) or of the one test set (mini)."""
+    splits = metrics.get("splits") or {}
+    if task == "mt":
+        return "BLEU", metrics.get("bleu_average"), None
+    if task == "summarization":
+        return "ROUGE-1", _dig(splits, ("test", "rouge1")), "test"
+    if task == "asr":
+        split = next((s for s in ("test-other", "test") if "wer" in (splits.get(s) or {})), None)
+        return f"{split} WER", _dig(splits, (split, "wer")) if split else None, split
+    return "test perplexity", _dig(splits, ("test", "perplexity")), "test"
+
+
+def learned_nothing(record: dict, refs: dict | None) -> str | None:
+    """Why a completed run counts as failed under rules v2 (None: it learned). Reads only the record and its
+    corpus's references; a check whose number the record lacks is not applied."""
+    m = record.get("metrics") or {}
+    task = record.get("task")
+    if refs is None or not m:
+        return None
+    uni = refs.get("unigram", {})
+    if task == "lm":
+        ppl, ref_ppl = _dig(m, ("splits", "test", "perplexity")), _dig(uni, ("perplexity", "test"))
+        if ppl is not None and ref_ppl is not None and math.log(ppl) > math.log(ref_ppl) - NLL_MARGIN:
+            return (f"learned nothing: test perplexity {ppl:.1f} is not {NLL_MARGIN:g} nats under a unigram model "
+                    f"of the training text ({ref_ppl:.1f})")
+        return None
+    nll, ref_nll = m.get("valid_nll"), uni.get("valid_nll")
+    if nll is not None and ref_nll is not None and nll > ref_nll - NLL_MARGIN:
+        return (f"learned nothing: validation NLL {nll:.2f} is not {NLL_MARGIN:g} nats under a unigram model of the "
+                f"training targets ({ref_nll:.2f})")
+    const = refs.get("constant")
+    name, value, split = headline(task, m)
+    if const and value is not None:
+        ref_value = const.get("bleu_average") if split is None else const["splits"].get(split)
+        lower = task == "asr"
+        if ref_value is not None and (value > ref_value - METRIC_MARGIN if lower else value < ref_value + METRIC_MARGIN):
+            return (f"learned nothing: {name} {value:.2f} is not {METRIC_MARGIN:g} points better than one "
+                    f"constant output for every input ({ref_value:.2f}: \"{const['output']}\")")
+    blind = m.get("source_blind_nll")
+    if blind is not None and nll is not None and blind < nll + NLL_MARGIN:
+        return (f"ignores its input: validation NLL with sources shuffled across the batch is {blind:.2f}, within "
+                f"{NLL_MARGIN:g} nats of its own {nll:.2f}")
+    return None
+
+
+# -- tests -----------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Welch:
+    """Welch's t-test of mean(a) - mean(b), signed so that positive is the claimed direction."""
+    diff: float
+    ci95: tuple[float, float]
+    t: float
+    df: float
+    p: float            # one-sided, in the claimed direction
+    p_against: float    # one-sided, against it
+    sd: float           # pooled seed SD, for the power figures
+    se: float           # standard error of the difference
+    n: tuple[int, int]
+
+    def as_dict(self) -> dict:
+        return {"test": "Welch t, one-sided", "diff": self.diff, "ci95": list(self.ci95),
+                "t": self.t if math.isfinite(self.t) else None, "df": self.df,
+                "p": self.p, "p_against": self.p_against, "n": list(self.n)}
+
+
+def welch(a: list[float], b: list[float], sign: int = 1) -> Welch:
+    """sign +1: the claim is mean(a) > mean(b); -1: mean(a) < mean(b). Needs two values a side."""
+    from scipy import stats
+    na, nb = len(a), len(b)
+    ma, mb = sum(a) / na, sum(b) / nb
+    va = sum((x - ma) ** 2 for x in a) / (na - 1)
+    vb = sum((x - mb) ** 2 for x in b) / (nb - 1)
+    diff = sign * (ma - mb)
+    se = math.sqrt(va / na + vb / nb)
+    sd = math.sqrt(((na - 1) * va + (nb - 1) * vb) / (na + nb - 2))
+    if se == 0:  # identical seeds on each side: the difference is exact
+        p = 0.0 if diff > 0 else 1.0
+        pa = 0.0 if diff < 0 else 1.0
+        return Welch(diff, (diff, diff), math.copysign(math.inf, diff) if diff else 0.0, na + nb - 2, p, pa, sd, 0.0,
+                     (na, nb))
+    df = (va / na + vb / nb) ** 2 / ((va / na) ** 2 / (na - 1) + (vb / nb) ** 2 / (nb - 1))
+    t = diff / se
+    half = stats.t.ppf(0.975, df) * se
+    return Welch(diff, (diff - half, diff + half), t, df, float(stats.t.sf(t, df)), float(stats.t.cdf(t, df)), sd,
+                 se, (na, nb))
+
+
+def tost(a: list[float], b: list[float], margin: float) -> dict:
+    """Two one-sided Welch tests that |mean(a) - mean(b)| < margin: p is the larger of the two; `p_outside` the
+    smaller one-sided p that the difference lies beyond the margin on its own side."""
+    from scipy import stats
+    w = welch(a, b)
+    se = w.se
+    if se == 0:
+        inside = abs(w.diff) < margin
+        return {"test": "TOST (two one-sided Welch t)", "diff": w.diff, "margin": margin, "p": 0.0 if inside else 1.0,
+                "p_outside": 1.0 if inside else 0.0, "df": w.df, "ci90": [w.diff, w.diff], "n": list(w.n)}
+    p_low = float(stats.t.sf((w.diff + margin) / se, w.df))     # H0: diff <= -margin
+    p_high = float(stats.t.cdf((w.diff - margin) / se, w.df))   # H0: diff >= margin
+    outside = float(stats.t.sf((abs(w.diff) - margin) / se, w.df))  # H0: |diff| <= margin, on the side it lies
+    half = stats.t.ppf(0.95, w.df) * se
+    return {"test": "TOST (two one-sided Welch t)", "diff": w.diff, "margin": margin, "p": max(p_low, p_high),
+            "p_outside": outside, "df": w.df, "ci90": [w.diff - half, w.diff + half], "n": list(w.n)}
+
+
+def detectable(sd: float, na: int, nb: int) -> float:
+    """The smallest true difference a one-sided test at ALPHA detects with POWER, with these seeds and this SD."""
+    from scipy import stats
+    df = max(na + nb - 2, 1)
+    return (stats.t.ppf(1 - ALPHA, df) + stats.t.ppf(POWER, df)) * sd * math.sqrt(1 / na + 1 / nb)
+
+
+def seeds_needed(sd: float, effect: float, cap: int = 1000) -> int | None:
+    """Seeds per cell (equal cells) for a one-sided test at ALPHA to detect `effect` with POWER; None when the
+    effect is zero or the SD unknown, or more than `cap` would be needed."""
+    if not effect or sd is None or not math.isfinite(sd):
+        return None
+    if sd == 0:
+        return MIN_SEEDS_TEST
+    for n in range(MIN_SEEDS_TEST, cap + 1):
+        if detectable(sd, n, n) <= abs(effect):
+            return n
+    return None
+
+
+# -- records under a version of the rules -----------------------------------------------------------------------
+
+def judge_record(record: dict, refs: dict | None, rules: str = CURRENT) -> tuple[str, str]:
+    """(status, reason) of one record under `rules`: v1 keeps the health rule's; v2 adds learned nothing."""
+    if rules not in RULES:
+        raise ValueError(f"--rules {rules!r}: expected one of {', '.join(RULES)}")
+    status, reason = record.get("status"), record.get("reason", "")
+    if rules == "v1" or status != "completed":
+        return status, reason
+    why = learned_nothing(record, refs)
+    return ("failed", why) if why else (status, reason)
+
+
+def references_for(record: dict, references: dict) -> dict | None:
+    """A record's corpus references, by the fingerprint of the corpus it trained on. A record of before
+    fingerprints were kept takes the references of its recipe's corpus as prepared today (preparation from the
+    shared data is deterministic: every fingerprinted record of a corpus carries the fingerprint it has today)."""
+    data = record.get("data") or {}
+    if "files_sha256" in data:
+        return references.get((data["corpus"], data["files_sha256"]))
+    corpus = _recipe_corpus(record.get("recipe_name", ""), record.get("scale", ""))
+    found = [ref for (name, _), ref in references.items() if name == corpus]
+    return found[0] if len(found) == 1 else None
+
+
+_CORPUS: dict[tuple[str, str], str | None] = {}
+
+
+def _recipe_corpus(recipe_name: str, scale: str) -> str | None:
+    if (recipe_name, scale) not in _CORPUS:
+        from repro.config import RecipeError, resolve
+        from repro.results import recipes_dir
+        try:
+            _CORPUS[recipe_name, scale] = resolve(recipes_dir() / f"{recipe_name}.yaml", scale).recipe.data.corpus
+        except RecipeError:
+            _CORPUS[recipe_name, scale] = None
+    return _CORPUS[recipe_name, scale]
+
+
+def judged_records(results_dir, scale: str, rules: str = CURRENT) -> tuple[dict[str, list[dict]], dict[str, list[dict]]]:
+    """`repro.results.current_records`, each record a copy whose status and reason are the rules' (the health
+    rule's own kept as `health_status`)."""
+    from repro.references import load_references
+    from repro.results import current_records
+    current, stale = current_records(results_dir, scale)
+    references = load_references(results_dir) if rules != "v1" else {}
+    out = {}
+    for name, recs in current.items():
+        out[name] = []
+        for r in recs:
+            status, reason = judge_record(r, references_for(r, references), rules)
+            out[name].append({**r, "health_status": r.get("status"), "status": status, "reason": reason})
+    return out, stale
