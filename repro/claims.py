@@ -407,7 +407,7 @@ def evaluate_claims(results_dir: Path, scale: str, rules: str = judging.CURRENT)
 
 
 def rules_line(rules: str) -> str:
-    return f"judging rules {rules} of {judging.RULES[rules]} (repro/judging.py)"
+    return f"judging rules {rules} of {judging.RULES[rules]}, repro/judging.py"
 
 
 def changed_verdicts(results_dir: Path, scale: str, old: str = "v1", new: str = judging.CURRENT) -> list[dict]:

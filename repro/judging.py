@@ -89,7 +89,7 @@ def learned_nothing(record: dict, refs: dict | None) -> str | None:
         ref_value = const.get("bleu_average") if split is None else const["splits"].get(split)
         lower = task == "asr"
         if ref_value is not None and (value > ref_value - METRIC_MARGIN if lower else value < ref_value + METRIC_MARGIN):
-            return (f"learned nothing: {name} {value:.2f} is not {METRIC_MARGIN:g} points better than one "
+            return (f"learned nothing: {name} {value:.2f} is not {METRIC_MARGIN:g} point{'s' * (METRIC_MARGIN != 1)} better than one "
                     f"constant output for every input ({ref_value:.2f}: \"{const['output']}\")")
     blind = m.get("source_blind_nll")
     if blind is not None and nll is not None and blind < nll + NLL_MARGIN:
@@ -193,13 +193,15 @@ def judge_record(record: dict, refs: dict | None, rules: str = CURRENT) -> tuple
 
 
 def references_for(record: dict, references: dict) -> dict | None:
-    """A record's corpus references, by the fingerprint of the corpus it trained on. A record of before
-    fingerprints were kept takes the references of its recipe's corpus as prepared today (preparation from the
-    shared data is deterministic: every fingerprinted record of a corpus carries the fingerprint it has today)."""
+    """A record's corpus references: those of the corpus it trained on, by its fingerprint; else those of its
+    corpus's name as prepared here. The references read only the target side of a corpus (its target text, token
+    ids and vocabulary), which preparation makes from the shared text deterministically; what differs between
+    machines is the source side of the speech corpus (espeak-ng's audio), and records of before fingerprints were
+    kept have none to match."""
     data = record.get("data") or {}
-    if "files_sha256" in data:
-        return references.get((data["corpus"], data["files_sha256"]))
-    corpus = _recipe_corpus(record.get("recipe_name", ""), record.get("scale", ""))
+    if (data.get("corpus"), data.get("files_sha256")) in references:
+        return references[data["corpus"], data["files_sha256"]]
+    corpus = data.get("corpus") or _recipe_corpus(record.get("recipe_name", ""), record.get("scale", ""))
     found = [ref for (name, _), ref in references.items() if name == corpus]
     return found[0] if len(found) == 1 else None
 

@@ -272,3 +272,13 @@ def test_shifted_sources_pair_each_target_with_another_source(tmp_path):
     assert (shifted["target"] == true["target"]).all()
     assert (shifted["src"][0][: len(data.src[1]) + 1] == data.collate([1])["src"][0]).all()
     assert (shifted["src"][1][: len(data.src[0]) + 1] == data.collate([0])["src"][0]).all()  # wraps around
+
+
+def test_references_found_by_fingerprint_else_by_corpus_name():
+    refs = {("speech_mini", "today"): {"id": 1}, ("multi30k", "a"): {"id": 2}, ("multi30k", "b"): {"id": 3}}
+    find = lambda data: judging.references_for({"data": data, "recipe_name": "x", "scale": "mini"}, refs)
+    assert find({"corpus": "multi30k", "files_sha256": "b"}) == {"id": 3}
+    # another machine's audio, the same transcripts: the one references file of the corpus's name
+    assert find({"corpus": "speech_mini", "files_sha256": "other"}) == {"id": 1}
+    assert find({"corpus": "multi30k", "files_sha256": "c"}) is None   # two candidates: none is chosen
+    assert find({"corpus": "gigaword_sample", "files_sha256": "c"}) is None

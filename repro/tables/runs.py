@@ -27,8 +27,10 @@ THREE_SEED_TABLES = (1,)
 
 
 def run_rows(results_dir: Path, scale: str) -> list[dict]:
-    """One row per current record, by recipe then seed; seconds stay seconds (the formats round them)."""
-    current, _ = current_records(results_dir, scale)
+    """One row per current record, by recipe then seed, its status the judging rules' (a run that learned nothing
+    has failed); seconds stay seconds (the formats round them)."""
+    from repro.judging import judged_records
+    current, _ = judged_records(results_dir, scale)
     rows = []
     for name in sorted(current):
         for rec in sorted(current[name], key=lambda r: r["seed"]):
