@@ -8,7 +8,7 @@ import pytest
 from rich.console import Console
 
 import repro.progress
-from repro.claims import render_claims
+from repro.claims import render_changed, render_claims
 from repro.tables.render import render_table, table_rows
 from repro.tables.runs import render_missing, render_runs
 from repro.tables.spec import SPECS
@@ -34,6 +34,10 @@ def _block(text: str, caption: str, row: str = "|") -> str:
     end = start + 2
     while end < len(lines) and lines[end].startswith(row):
         end += 1
+    if row == "|" and end + 1 < len(lines) and not lines[end] and lines[end + 1].startswith("- "):
+        end += 1  # the table's notes: its failed seeds with their reasons, its stale cells
+        while end < len(lines) and lines[end].startswith("- "):
+            end += 1
     return "\n".join(lines[start:end])
 
 
@@ -60,6 +64,15 @@ def test_readme_claims_block_is_the_command_output(monkeypatch):
     m = re.search(r"```\n(The paper's claims at scale 'mini'.*?)```", _section("Claims, as"), flags=re.S)
     assert m, "README's claims section has no fenced `lnrepro claims --scale mini` output"
     assert m.group(1) == expected, "README's claims block differs from `lnrepro claims --scale mini`:\n" + expected
+
+
+def test_readme_changed_verdicts_block_is_the_command_output():
+    """Which verdicts changed from judging rules v1 to v2 is `lnrepro claims --changed`'s own table."""
+    block = _block(RESULTS_SECTION, "**Verdicts at scale 'mini' that changed")
+    assert block, "README's results section has no `lnrepro claims --scale mini --changed` block"
+    assert block == render_changed(RESULTS, "mini").strip(), (
+        "README's changed-verdicts block differs from `lnrepro claims --scale mini --changed`:\n"
+        + render_changed(RESULTS, "mini"))
 
 
 def test_readme_runs_block_is_the_command_output():
