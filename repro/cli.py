@@ -338,6 +338,25 @@ def claims(scale: str = typer.Option("mini", "--scale", help="Whose records to j
 
 
 @app.command()
+def report(scale: str = typer.Option("mini", "--scale", help="Whose records the results page shows."),
+           docs: Path = typer.Option(Path("docs"), "--docs", help="Where the pages go."),
+           results: Path = typer.Option(Path("results"), "--results", help="Folder of run records.")):
+    """Write the generated pages: docs/results-SCALE.md (tables, claims with their statistics, figures, runs, what
+    is still to run) from the records, and docs/cli.md from the commands' own help.
+
+    Example: lnrepro report --scale mini
+    """
+    check_scale(scale)
+    check_folder(docs, "--docs")
+    from repro.report import write_pages
+    try:
+        for path in write_pages(results, scale, docs):
+            console.print(f"wrote {path}", highlight=False, markup=False)
+    except _known_errors() as e:
+        fail(str(e))
+
+
+@app.command()
 def references(recipe: Path = typer.Argument(..., help="A recipe whose corpus (at --scale) to compute them for."),
                scale: str = typer.Option("mini", "--scale", help="paper, mini or tiny."),
                root: Path = typer.Option(None, "--root", help="Prepared corpora (default data/ or $LNREPRO_DATA)."),

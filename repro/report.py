@@ -1,0 +1,99 @@
+"""Pages generated from the records and the command line, never edited by hand (tests regenerate and compare):
+docs/results-<scale>.md (every table, the claims with their statistics, the figures, the runs made and those still
+to make) and docs/cli.md (every command's --help)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from repro.results import atomic_write_text
+
+# (figure file under results/figures/, what it shows, the command that draws it)
+FIGURES = [
+    ("figure3.png", "Figure 3: gradient norm per layer at initialisation, 18L-18L", "lnrepro figure 3"),
+    ("figure4.png", "Figure 4: gradient norms inside the last decoder layer of an 18L-18L Post-LN model",
+     "lnrepro figure 4"),
+    ("figure7.png", "Figure 7: the same inside its 1st and 9th decoder layers", "lnrepro figure 7"),
+    ("figure1_{scale}.png", "Figure 1: training loss of 18L-18L MT, seed 1", "lnrepro figure 1 --scale {scale}"),
+    ("figure5_{scale}.png", "Figure 5: cosine similarity among the layer outputs of trained 6L-6L MT models",
+     "lnrepro figure 5 --scale {scale}"),
+    ("figure6_{scale}.png", "Figure 6: validation NLL of 18L-18L MT, seed 1", "lnrepro figure 6 --scale {scale}"),
+]
+CALIBRATION_TASKS = ("mt", "gigaword", "wikitext103", "librispeech")
+
+
+def render_headline(results_dir: Path, scale: str) -> str:
+    """The claims and their verdicts alone, for the README (the evidence is on the results page)."""
+    from repro.claims import VERDICTS, evaluate_claims, rules_line
+    from repro.judging import CURRENT
+    rows = evaluate_claims(results_dir, scale)
+    counts = ", ".join(f"{sum(r['verdict'] == v for r in rows)} {v}" for v in VERDICTS)
+    lines = [f"**The paper's claims at scale '{scale}': {counts}** ({rules_line(CURRENT)})", "",
+             "| claim | paper | verdict |", "|---|---|---|"]
+    lines += [f"| {r['claim']} | {r['source']} | {r['verdict']} |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def render_results_page(results_dir: Path, scale: str) -> str:
+    from repro.claims import render_changed, render_claims
+    from repro.tables.render import render_table
+    from repro.tables.runs import render_missing, render_runs
+    from repro.tables.spec import SPECS
+    results_dir = Path(results_dir)
+    out = [f"# Results at scale '{scale}'", "",
+           f"Generated from `results/` by `lnrepro report --scale {scale}`; never edited by hand. How the runs are "
+           "judged: [reduced-scale.md](reduced-scale.md).", "", "## Claims", "",
+           render_claims(results_dir, scale, "markdown").strip(), "", render_changed(results_dir, scale).strip(), "",
+           "## Tables", ""]
+    for number in sorted(SPECS):
+        out += [render_table(number, scale, "markdown", results_dir).strip(), ""]
+    out += [render_table(8, scale, "markdown", results_dir).strip(), "", "## Figures", ""]
+    for name, caption, command in FIGURES:
+        path = results_dir / "figures" / name.format(scale=scale)
+        if path.is_file():
+            out += [f"{caption} (`{command.format(scale=scale)}`):", "", f"![{caption}]({_link(path, results_dir)})", ""]
+    for task in CALIBRATION_TASKS:
+        curves = results_dir / scale / "calibration" / task / "curves.png"
+        if curves.is_file():
+            out += [f"Calibration of the {task} regime (`lnrepro calibrate`):", "",
+                    f"![{task} calibration]({_link(curves, results_dir)})", ""]
+    out += ["## Runs", "",
+            "Training is the training wall time, Evaluation the evaluation's (with its machine where that was "
+            "another), Stretches the sessions the training took (a run resumed from its checkpoint; the record's "
+            "`segments` say where each ran). Each record names its recipe and hash, commit, seed, hardware, start "
+            "and duration, and keeps its training log beside it.", "",
+            render_runs(results_dir, scale, "markdown").strip(), "", "## Still to run", "",
+            render_missing(results_dir, scale, "markdown").strip(), ""]
+    return "\n".join(out)
+
+
+def _link(path: Path, results_dir: Path) -> str:
+    """A file under results/ as a link from docs/, its sibling."""
+    return "../results/" + path.relative_to(results_dir).as_posix()
+
+
+def render_cli_page(width: int = 100) -> str:
+    """Every command's --help, as `lnrepro COMMAND --help` prints it at `width` columns."""
+    import click
+    import typer
+
+    from repro.cli import app
+    group = typer.main.get_command(app)
+    out = ["# The command line", "", "Generated from the commands themselves by `lnrepro report`; never edited by hand.",
+           ""]
+    with click.Context(group, info_name="lnrepro", terminal_width=width, max_content_width=width) as ctx:
+        out += ["```", group.get_help(ctx), "```", ""]
+        for name in group.list_commands(ctx):
+            command = group.get_command(ctx, name)
+            with click.Context(command, info_name=f"lnrepro {name}", parent=None, terminal_width=width,
+                               max_content_width=width) as sub:
+                out += [f"## lnrepro {name}", "", "```", command.get_help(sub), "```", ""]
+    return "\n".join(out)
+
+
+def write_pages(results_dir: Path, scale: str, docs_dir: Path) -> list[Path]:
+    pages = {Path(docs_dir) / f"results-{scale}.md": render_results_page(results_dir, scale),
+             Path(docs_dir) / "cli.md": render_cli_page()}
+    for path, text in pages.items():
+        atomic_write_text(path, text)
+    return list(pages)
