@@ -285,3 +285,11 @@ def test_runs_missing_lists_each_cell_short_of_its_seeds_once(tmp_path):
            "6L-6L:b2t`)" in text.splitlines()
     result = runner.invoke(app, ["runs", "--missing", "--format", "json", "--results", str(tmp_path)])
     assert result.exit_code == 0 and len(json.loads(result.output)["rows"]) == len(rows)
+
+
+def test_a_note_stored_with_a_record_is_shown_beside_its_table(tmp_path):
+    write_record(tmp_path, record("6L-6L-b2t", 1, metrics={"bleu_average": 20.0}, encoder_layers=6, decoder_layers=6,
+                                  note="writes one sentence for every source"))
+    md = render_table(1, scale="mini", fmt="markdown", results_dir=tmp_path)
+    assert md.rstrip().endswith("- 6L-6L B2T connection seed 1: writes one sentence for every source")
+    assert "writes one sentence" in json.loads(render_table(1, "mini", "json", tmp_path))["notes"][0]
