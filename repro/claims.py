@@ -86,6 +86,15 @@ CLAIMS = [
     Claim("12L-6L ASR: B2T < Pre-LN test WER (test-other at paper scale)", "Table 4", "better",
           "librispeech/12L-6L-b2t", "librispeech/12L-6L-pre_ln", WER_TEST, higher_is_better=False,
           or_metric=WER_MINI_TEST),
+    # Beyond the paper (Table 11), stated before any run of the newer methods
+    Claim("18L-18L MT (extension): DyT in Post-LN's norms fails as Post-LN does", "Table 11", "fails",
+          "18L-18L-dyt_post", "18L-18L-b2t", BLEU),
+    Claim("60L-12L MT (extension): B2T with the authors' 2023 initialisation trains", "Table 11", "trains",
+          "60L-12L-b2t_2023"),
+    Claim("18L-18L MT (extension): B2T >= each newer method (2023 init, Peri-LN, ResiDual, Mix-LN, DyT, ReZero) "
+          "on BLEU", "Table 11", "better_all", "18L-18L-b2t",
+          "18L-18L-b2t_2023,18L-18L-peri_ln,18L-18L-residual,18L-18L-mix_ln,18L-18L-dyt_pre,18L-18L-dyt_post,"
+          "18L-18L-rezero", BLEU),
     Claim("18L-18L at init: Post-LN's decoder gradient norm vanishes toward the bottom (top/bottom > 10), "
           "B2T's far less (under a fifth of Post-LN's ratio)", "Fig. 3", "figure3", "figure3.json"),
     Claim("Trained 6L-6L MT: Pre-LN's layer outputs are more similar to each other than Post-LN's "

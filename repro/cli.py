@@ -232,7 +232,7 @@ def evaluate(run: Path = typer.Argument(..., help="A run directory written by `l
 
 
 @app.command()
-def table(number: int = typer.Argument(..., help="Table number, 1 to 10."),
+def table(number: int = typer.Argument(..., help="Table number: the paper's 1 to 10, or 11, the extension (newer placements)."),
           scale: str = typer.Option("paper", "--scale", help="Which scale's runs fill the 'ours' column."),
           fmt: str = typer.Option("text", "--format", help="text, markdown, latex, csv or json."),
           paper_version: str = typer.Option("en", "--paper", help="en (arXiv, default) or ja (NLP2022 workshop)."),
@@ -342,7 +342,7 @@ def report(scale: str = typer.Option("mini", "--scale", help="Whose records the 
            docs: Path = typer.Option(Path("docs"), "--docs", help="Where the pages go."),
            results: Path = typer.Option(Path("results"), "--results", help="Folder of run records.")):
     """Write the generated pages: docs/results-SCALE.md (tables, claims with their statistics, figures, runs, what
-    is still to run) from the records, and docs/cli.md from the commands' own help.
+    is still to run) from the records, docs/cli.md from the commands' own help, and the README's claims block.
 
     Example: lnrepro report --scale mini
     """
@@ -350,7 +350,7 @@ def report(scale: str = typer.Option("mini", "--scale", help="Whose records the 
     check_folder(docs, "--docs")
     from repro.report import write_pages
     try:
-        for path in write_pages(results, scale, docs):
+        for path in write_pages(results, scale, docs, Path("README.md") if scale == "mini" else None):
             console.print(f"wrote {path}", highlight=False, markup=False)
     except _known_errors() as e:
         fail(str(e))
@@ -399,7 +399,7 @@ def runs(scale: str = typer.Option("mini", "--scale", help="Whose records to lis
 
 
 @app.command()
-def reproduce(table_number: int = typer.Argument(..., metavar="TABLE", help="Table 1-6, 9 or 10."),
+def reproduce(table_number: int = typer.Argument(..., metavar="TABLE", help="Table 1-6, 9, 10 or 11 (the extension)."),
               scale: str = typer.Option("paper", "--scale", help="paper, mini or tiny."),
               seeds: int = typer.Option(1, "--seeds", help="Seeds 1..N per cell."),
               jobs: int = typer.Option(2, "--jobs", help="Runs at once (local launcher)."),

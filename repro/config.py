@@ -125,7 +125,8 @@ class ModelConfig:
     conv_channels: int = 1024
     """ASR only: channels of the subsampler's first convolution."""
     b2t_depth_scaled_init: bool = False
-    """Opt-in (authors' 2023 code, not in the 2022 paper): multiply B2T layer weights by N^-0.5 at init."""
+    """Opt-in for b2t and b2t_noln (the authors' 2023 code, not in the 2022 paper): layer weights times N^-0.5 at
+    init; the b2t_2023 variant is B2T with it."""
 
 
 @dataclass
@@ -462,8 +463,9 @@ def _check(recipe: Recipe, where: str) -> None:
         fail("model.encoder_layers", m.encoder_layers, "must be 0 for task lm (a decoder-only model)")
     if recipe.task != "lm" and m.encoder_layers < 1:
         fail("model.encoder_layers", m.encoder_layers, f"must be at least 1 for task {recipe.task}")
-    if m.b2t_depth_scaled_init and VARIANTS[m.variant].b2t == "none":
-        fail("model.b2t_depth_scaled_init", True, f"applies to B2T variants only, not {m.variant}")
+    if m.b2t_depth_scaled_init and (VARIANTS[m.variant].b2t == "none" or VARIANTS[m.variant].init != "default"):
+        fail("model.b2t_depth_scaled_init", True, f"applies to the paper's B2T variants only, not {m.variant} "
+             f"(b2t_2023 is B2T with it)")
     if len(o.betas) != 2 or not all(0.0 <= b < 1.0 for b in o.betas):
         fail("optim.betas", o.betas, "must be two numbers in [0, 1)")
     if list(m.adaptive_cutoffs) != sorted(set(m.adaptive_cutoffs)):

@@ -91,9 +91,22 @@ def render_cli_page(width: int = 100) -> str:
     return "\n".join(out)
 
 
-def write_pages(results_dir: Path, scale: str, docs_dir: Path) -> list[Path]:
+README_BLOCK = ("<!-- the claims block: written by `lnrepro report` -->\n", "\n<!-- end of the claims block -->")
+
+
+def readme_with_headline(readme: str, results_dir: Path) -> str:
+    """The README with its claims block (between the two markers) made anew from the `mini` records."""
+    start, end = README_BLOCK
+    i, j = readme.index(start) + len(start), readme.index(end)
+    return readme[:i] + render_headline(results_dir, "mini").strip() + readme[j:]
+
+
+def write_pages(results_dir: Path, scale: str, docs_dir: Path, readme: Path | None = None) -> list[Path]:
+    """The generated pages, and the README's claims block where `readme` holds one."""
     pages = {Path(docs_dir) / f"results-{scale}.md": render_results_page(results_dir, scale),
              Path(docs_dir) / "cli.md": render_cli_page()}
+    if readme is not None and readme.is_file() and README_BLOCK[0] in readme.read_text(encoding="utf-8"):
+        pages[readme] = readme_with_headline(readme.read_text(encoding="utf-8"), results_dir)
     for path, text in pages.items():
         atomic_write_text(path, text)
     return list(pages)

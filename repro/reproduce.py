@@ -69,8 +69,8 @@ def plan(table: int, scale: str, seeds: int, cells: list[str], results_dir: Path
     Runs for SLURM (`slurm_gpus` GPUs a job) train on machines unknown here: their cost is read only from whole runs
     made on that many GPUs, wherever, never from this machine's pace."""
     if table not in SPECS:
-        raise ValueError(f"table {table}: tables 1-6, 9 and 10 are made of runs (7 and 8 are rendered from "
-                         f"recipes and records)")
+        raise ValueError(f"table {table}: tables 1-6, 9, 10 and 11 (the extension) are made of runs (7 and 8 are "
+                         f"rendered from recipes and records)")
     if seeds < 1:
         raise ValueError(f"--seeds {seeds}: expected at least 1")
     spec = SPECS[table]

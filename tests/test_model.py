@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from repro.model.block import TransformerLayer
+from repro.model.block import DyT, TransformerLayer
 from repro.model.init import admin_profile, apply_variant_init, load_admin_profile, save_admin_profile
 from repro.model.seq2seq import EncoderDecoder
 from repro.model.stack import LayerStack
@@ -24,9 +24,15 @@ def make_layer(name, cross, alpha=1.0, beta=1.0, seed=0):
             if isinstance(m, nn.LayerNorm):
                 m.weight.uniform_(0.5, 1.5)
                 m.bias.uniform_(-0.5, 0.5)
+            if isinstance(m, DyT):
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.5, 0.5)
+                m.alpha.fill_(0.7)
         for p_name, p in layer.named_parameters():
             if p_name.endswith("omega"):
                 p.uniform_(1.0, 3.0)
+            if p_name.endswith("residual.alpha"):  # ReZero's gates, opened
+                p.fill_(0.6)
     return layer.eval()
 
 
@@ -54,7 +60,12 @@ def ref_attention(mha, x, memory=None, causal=False, key_mask=None):
 
 
 def ref_layer(layer, name, x, memory=None, alpha=1.0, beta=1.0):
-    ln = lambda m, z: F.layer_norm(z, (D,), m.weight, m.bias)
+    if name.startswith("dyt_"):  # DyT (Zhu et al. 2025): gamma * tanh(alpha * z) + beta in every norm's place
+        ln = lambda m, z: m.weight * torch.tanh(m.alpha * z) + m.bias
+        name = {"dyt_pre": "pre_ln", "dyt_post": "post_ln"}[name]
+    else:
+        ln = lambda m, z: F.layer_norm(z, (D,), m.weight, m.bias)
+    name = {"b2t_2023": "b2t", "residual": "post_ln", "mix_ln": "pre_ln"}.get(name, name)  # layer-level equations
     ffn = lambda z: layer.ffn.fc2(F.relu(layer.ffn.fc1(z)))
     sa = lambda z: ref_attention(layer.self_attn, z, causal=memory is not None)
     ca = lambda z: ref_attention(layer.cross_attn, z, memory=memory)
@@ -82,6 +93,14 @@ def ref_layer(layer, name, x, memory=None, alpha=1.0, beta=1.0):
         for f, _, _ in subs:
             x = x + f(x)
         return x + ffn(x)
+    if name == "peri_ln":  # x + LN_out(F(LN_in(x)))
+        for f, slot, _ in subs:
+            x = x + ln(getattr(layer, f"{slot}_out_norm"), f(ln(getattr(layer, f"pre_{slot}_norm"), x)))
+        return x + ln(layer.ffn_out_norm, ffn(ln(layer.pre_ffn_norm, x)))
+    if name == "rezero":  # x + a * F(x)
+        for f, _, res in subs:
+            x = x + res.alpha * f(x)
+        return x + layer.ffn_residual.alpha * ffn(x)
     raise AssertionError(name)
 
 
@@ -360,3 +379,65 @@ def test_admin_profile_runs_in_training_mode_with_dropout():
     no_dropout = tiny_model("admin", enc=2, dec=2, dropout=0.0)
     omega_eval = admin_profile(no_dropout, lambda: no_dropout(src, prev))["decoder"][-1][0]
     assert omega_train > omega_eval  # dropout's variance raises the running scale
+
+
+# -- the newer placements, at the level of a stack ------------------------------------------------------------
+
+def test_residual_stack_adds_the_final_norm_of_a_dual_stream():
+    """ResiDual (Xie et al. 2023; microsoft/ResiDual resi_dual.py): a Post-LN stream and a dual stream that starts
+    at the embedding and sums every sublayer's output; the stack returns the first plus LN(second)."""
+    torch.manual_seed(0)
+    stack = LayerStack(VARIANTS["residual"], 3, D, FF, H, 0.0, 0.0, 0.0, cross_attention=False).eval()
+    x = torch.randn(2, 5, D)
+    post, dual = x, x
+    with torch.no_grad():
+        for layer in stack.layers:
+            outs = []
+            h = layer.self_attn(post)
+            outs.append(h)
+            post = layer.post_attn_norm(post + h)
+            h = layer.ffn(post)
+            outs.append(h)
+            post = layer.post_ffn_norm(post + h)
+            dual = dual + sum(outs)
+        ref = post + F.layer_norm(dual, (D,), stack.final_norm.weight, stack.final_norm.bias)
+        assert (stack(x) - ref).abs().max() < 1e-5
+
+
+def test_mix_ln_lowest_quarter_post_ln_rest_pre_ln():
+    stack = LayerStack(VARIANTS["mix_ln"], 8, D, FF, H, 0.0, 0.0, 0.0, cross_attention=True)
+    post = [isinstance(l.post_ffn_norm, nn.LayerNorm) and isinstance(l.pre_ffn_norm, nn.Identity) for l in stack.layers]
+    assert post == [True, True] + [False] * 6      # floor(0.25 * 8) = 2 (Li et al. 2025, alpha = 0.25)
+    assert all(isinstance(l.pre_attn_norm, nn.LayerNorm) for l in stack.layers[2:])
+    assert isinstance(stack.final_norm, nn.LayerNorm) and "Post-LN layer" in repr(stack.layers[0])
+
+
+def test_rezero_starts_as_the_identity_and_dyt_replaces_every_layernorm():
+    m = tiny_model("rezero").eval()
+    x = torch.randn(2, 5, D)
+    with torch.no_grad():
+        assert torch.equal(m.encoder(x), x)          # every gate a = 0: each layer returns its input
+    assert count_layernorms(m) == 0
+    for name in ("dyt_pre", "dyt_post"):
+        dyt = tiny_model(name)
+        assert count_layernorms(dyt) == 0
+        n = sum(isinstance(mod, DyT) for mod in dyt.modules())
+        assert n == count_layernorms(tiny_model(name.replace("dyt_", "") + "_ln"))
+        assert "alpha=0.5000" in repr(dyt)
+    assert "rezero, alpha=0.0000" in repr(m)
+    peri = tiny_model("peri_ln")
+    assert count_layernorms(peri) == 2 * (3 * 2 + 3 * 3) + 2  # in and out of every sublayer, one final per stack
+
+
+def test_b2t_2023_scales_every_layer_weight_by_depth():
+    torch.manual_seed(0)
+    plain = EncoderDecoder(VARIANTS["b2t"], 40, 1, D, FF, H, 4, 9, 0.0)
+    torch.manual_seed(0)
+    new = EncoderDecoder(VARIANTS["b2t_2023"], 40, 1, D, FF, H, 4, 9, 0.0)
+    apply_variant_init(new, [new.embed_tokens])
+    assert torch.allclose(new.encoder.layers[0].ffn.fc1.weight, plain.encoder.layers[0].ffn.fc1.weight * 4 ** -0.5)
+    assert torch.allclose(new.decoder.layers[2].cross_attn.out_proj.weight,
+                          plain.decoder.layers[2].cross_attn.out_proj.weight * 9 ** -0.5)
+    assert torch.equal(new.encoder.layers[0].post_ffn_norm.weight, plain.encoder.layers[0].post_ffn_norm.weight)
+    with pytest.raises(ValueError):
+        apply_variant_init(new, [new.embed_tokens], b2t_depth_scaled=True)  # never twice

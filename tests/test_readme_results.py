@@ -7,7 +7,7 @@ from pathlib import Path
 from rich.console import Console
 
 import repro.progress
-from repro.report import render_cli_page, render_headline, render_results_page
+from repro.report import readme_with_headline, render_cli_page, render_headline, render_results_page
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text()
@@ -22,8 +22,9 @@ def test_readme_is_short_and_its_first_screen_says_what_and_how():
 
 
 def test_readme_claims_block_is_the_command_output():
-    expected = render_headline(REPO / "results", "mini").strip()
-    assert expected in README, "README's claims block differs from `lnrepro report`'s headline:\n" + expected
+    assert README == readme_with_headline(README, REPO / "results"), (
+        "README's claims block differs from `lnrepro report`'s: run lnrepro report\n"
+        + render_headline(REPO / "results", "mini"))
 
 
 def test_results_page_is_what_report_writes(monkeypatch):

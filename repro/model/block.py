@@ -7,6 +7,9 @@ The forward reads like the paper's equations:
     B2T     (eq. 5):  out = LN_last(x_inp + x_ffn + FFN(x_ffn))
     B2T w/o LN (eq. 6):  out = alpha * x_inp + beta * (x_ffn + FFN(x_ffn))
     DeepNet:  x = LN(alpha * x + F(x))        Admin:  x = LN(omega (.) x + F(x))
+    Peri-LN:  x = x + LN_out(F(LN_in(x)))     ReZero: x = x + a * F(x), a = 0 at start
+    ResiDual: x = LN(x + F(x)) and, beside it, d = d + F(x)
+    DyT:      every LN(z) becomes gamma * tanh(a * z) + beta
 
 Norm slots that a variant does not use hold nn.Identity, so `print(model)` shows exactly which norms exist.
 """
@@ -21,11 +24,34 @@ from torch import nn
 
 from repro.model.attention import MultiheadAttention
 from repro.model.cpu_paths import Dropout, Linear
-from repro.model.variants import Variant
+from repro.model.variants import DYT_ALPHA_INIT, Variant
 
 
-def make_norm(used: bool, d_model: int) -> nn.Module:
-    return nn.LayerNorm(d_model) if used else nn.Identity()
+class DyT(nn.Module):
+    """Dynamic Tanh (Zhu et al. 2025), a LayerNorm's replacement: gamma * tanh(alpha * x) + beta, alpha one learned
+    scalar, gamma and beta per channel (jiachenzhu/DyT dynamic_tanh.py)."""
+
+    def __init__(self, d_model: int, alpha_init: float = DYT_ALPHA_INIT):
+        super().__init__()
+        self.alpha = nn.Parameter(torch.tensor(float(alpha_init)))
+        self.weight = nn.Parameter(torch.ones(d_model))
+        self.bias = nn.Parameter(torch.zeros(d_model))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.weight * torch.tanh(self.alpha * x) + self.bias
+
+    def extra_repr(self) -> str:
+        return f"{self.weight.numel()}, alpha={self.alpha.item():.4f}"
+
+
+def make_norm(used: bool, d_model: int, kind: str = "layernorm") -> nn.Module:
+    if not used:
+        return nn.Identity()
+    if kind == "dyt":
+        return DyT(d_model)
+    if kind != "layernorm":
+        raise ValueError(f"unknown norm {kind!r}")
+    return nn.LayerNorm(d_model)
 
 
 class Residual(nn.Module):
@@ -38,6 +64,8 @@ class Residual(nn.Module):
             self.register_buffer("alpha", torch.tensor(float(alpha)))
         elif kind == "admin_omega":
             self.omega = nn.Parameter(torch.ones(d_model))
+        elif kind == "rezero":
+            self.alpha = nn.Parameter(torch.zeros(()))  # Bachlechner et al. 2020: the gate starts closed
         elif kind != "identity":
             raise ValueError(f"unknown residual kind {kind!r}")
         # Admin profiling (repro/model/init.py) sets this to a shared {"r": running scale} for one forward pass.
@@ -48,6 +76,8 @@ class Residual(nn.Module):
             return x + fx
         if self.kind == "deepnet_alpha":
             return self.alpha * x + fx
+        if self.kind == "rezero":
+            return x + self.alpha * fx
         if self.admin_profile is not None:
             # Liu et al. 2020: omega_i is the output scale accumulated by all earlier sublayers of this stack.
             with torch.no_grad():
@@ -56,7 +86,7 @@ class Residual(nn.Module):
         return x * self.omega + fx
 
     def extra_repr(self) -> str:
-        return f"{self.kind}" + (f", alpha={self.alpha.item():.4f}" if self.kind == "deepnet_alpha" else "")
+        return f"{self.kind}" + (f", alpha={self.alpha.item():.4f}" if self.kind in ("deepnet_alpha", "rezero") else "")
 
 
 class FeedForward(nn.Module):
@@ -91,25 +121,29 @@ class TransformerLayer(nn.Module):
         self.variant = variant
         self.b2t = variant.b2t
         self.dropout = Dropout(dropout)
-        pre, post = variant.pre_norm, variant.post_norm
+        pre, post, out = variant.pre_norm, variant.post_norm, variant.out_norm
+        norm = lambda used: make_norm(used, d_model, variant.norm)
 
-        self.pre_attn_norm = make_norm(pre, d_model)
+        self.pre_attn_norm = norm(pre)
         self.self_attn = MultiheadAttention(d_model, heads, attention_dropout, cross=False)
+        self.attn_out_norm = norm(out)
         self.attn_residual = Residual(variant.residual, d_model, alpha)
-        self.post_attn_norm = make_norm(post, d_model)
+        self.post_attn_norm = norm(post)
 
         self.cross_attention = cross_attention
         if cross_attention:
-            self.pre_cross_norm = make_norm(pre, d_model)
+            self.pre_cross_norm = norm(pre)
             self.cross_attn = MultiheadAttention(d_model, heads, attention_dropout, cross=True)
+            self.cross_out_norm = norm(out)
             self.cross_residual = Residual(variant.residual, d_model, alpha)
-            self.post_cross_norm = make_norm(post, d_model)
+            self.post_cross_norm = norm(post)
 
-        self.pre_ffn_norm = make_norm(pre, d_model)
+        self.pre_ffn_norm = norm(pre)
         self.ffn = FeedForward(d_model, ffn_dim, activation_dropout, variant.ffn_init)
+        self.ffn_out_norm = norm(out)
         self.ffn_residual = Residual(variant.residual, d_model, alpha)
         # B2T keeps the layer's last LN (footnote 1); B2T w/o LN has none.
-        self.post_ffn_norm = make_norm(post, d_model)
+        self.post_ffn_norm = norm(post)
         if self.b2t == "scaled_no_ln":
             self.register_buffer("b2t_alpha", torch.tensor(float(alpha)))
             self.register_buffer("b2t_beta", torch.tensor(float(beta)))
@@ -124,32 +158,40 @@ class TransformerLayer(nn.Module):
 
     def forward(self, x: torch.Tensor, self_mask: torch.Tensor | None = None, causal: bool = False,
                 memory: torch.Tensor | None = None, memory_mask: torch.Tensor | None = None,
-                cache: dict | None = None) -> torch.Tensor:
+                cache: dict | None = None, dual: torch.Tensor | None = None):
+        """The layer's output; with `dual` (ResiDual's second stream, the variant's `dual_stream`), the pair
+        (output, dual stream plus every sublayer's output)."""
         x_inp = x
 
-        h = self.dropout(self.self_attn(self.pre_attn_norm(x), mask=self_mask, causal=causal,
-                                        cache=None if cache is None else cache.setdefault("self", {})))
+        h = self.dropout(self.attn_out_norm(self.self_attn(self.pre_attn_norm(x), mask=self_mask, causal=causal,
+                                                           cache=None if cache is None else cache.setdefault("self", {}))))
+        dual = None if dual is None else dual + h
         x = self._observe("self-attn sum", self.attn_residual(x, h))
         x = self._observe("self-attn LN", self.post_attn_norm(x))
 
         if self.cross_attention:
-            h = self.dropout(self.cross_attn(self.pre_cross_norm(x), memory=memory, mask=memory_mask,
-                                             cache=None if cache is None else cache.setdefault("cross", {})))
+            h = self.dropout(self.cross_out_norm(self.cross_attn(self.pre_cross_norm(x), memory=memory, mask=memory_mask,
+                                                                 cache=None if cache is None else cache.setdefault("cross", {}))))
+            dual = None if dual is None else dual + h
             x = self._observe("cross-attn sum", self.cross_residual(x, h))
             x = self._observe("cross-attn LN", self.post_cross_norm(x))
 
         x_ffn = x
-        h = self.dropout(self.ffn(self.pre_ffn_norm(x_ffn)))
+        h = self.dropout(self.ffn_out_norm(self.ffn(self.pre_ffn_norm(x_ffn))))
+        dual = None if dual is None else dual + h
         x = self.ffn_residual(x_ffn, h)
         if self.b2t == "with_ln":
             x = x_inp + x                                    # eq. 5: x_inp + x_ffn + FFN(x_ffn)
         elif self.b2t == "scaled_no_ln":
             x = self.b2t_alpha * x_inp + self.b2t_beta * x   # eq. 6
         x = self._observe("FFN sum", x)
-        return self._observe("last LN", self.post_ffn_norm(x))
+        x = self._observe("last LN", self.post_ffn_norm(x))
+        return x if dual is None else (x, dual)
 
     def extra_repr(self) -> str:
         s = f"variant={self.variant.name}"
+        if self.variant.post_ln_fraction:
+            s += f", {'Post-LN' if self.variant.post_norm else 'Pre-LN'} layer"
         if self.b2t == "scaled_no_ln":
             s += f", b2t_alpha={self.b2t_alpha.item():.4f}, b2t_beta={self.b2t_beta.item():.4f}"
         return s

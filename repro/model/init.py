@@ -3,7 +3,8 @@
 - T-Fixup (Huang et al. 2020): depth-scaled Xavier init so that no LayerNorm and no warmup are needed.
 - DeepNet (Wang et al. 2022): xavier_normal with gain beta on FFN and value/output projections.
 - Admin (Liu et al. 2020): omega set by a profiling forward pass, saved beside the run and reused.
-- The authors' 2023 opt-in B2T rescaling: every layer weight times N^-0.5.
+- The authors' 2023 B2T rescaling (the `b2t_2023` variant, or opt-in on the paper's B2T rows): every layer weight
+  times N^-0.5.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from torch import nn
 from repro.model.attention import MultiheadAttention
 from repro.model.block import Residual
 from repro.model.stack import LayerStack
-from repro.model.variants import deepnet_constants
+from repro.model.variants import b2t_2023_scale, deepnet_constants
 
 
 def _stacks(model: nn.Module) -> dict[str, LayerStack]:
@@ -82,9 +83,10 @@ def deepnet_init(model: nn.Module) -> None:
 
 @torch.no_grad()
 def b2t_depth_scaled_init(model: nn.Module) -> None:
-    """The authors' 2023 code option (not in the 2022 paper): every layer weight matrix times N^-0.5."""
+    """The authors' 2023 code (takase/b2t_connection commit 4d80167, not in the 2022 paper): every non-LN weight
+    matrix of a layer times N^-0.5, N the layers of its stack."""
     for stack in _stacks(model).values():
-        factor = stack.num_layers ** -0.5
+        factor = b2t_2023_scale(stack.num_layers)
         for layer in stack.layers:
             for module in layer.modules():
                 if isinstance(module, nn.Linear):
@@ -97,9 +99,11 @@ def apply_variant_init(model: nn.Module, embeddings: list[nn.Embedding], b2t_dep
         t_fixup_init(model, embeddings)
     elif init == "deepnet":
         deepnet_init(model)
+    elif init == "b2t_depth_scaled":
+        b2t_depth_scaled_init(model)
     if b2t_depth_scaled:
-        if model.variant.b2t == "none":
-            raise ValueError(f"b2t_depth_scaled_init applies to B2T variants, not {model.variant.name}")
+        if model.variant.b2t == "none" or init == "b2t_depth_scaled":
+            raise ValueError(f"b2t_depth_scaled_init applies to the paper's B2T variants, not {model.variant.name}")
         b2t_depth_scaled_init(model)
 
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 from torch import nn
 
 from repro.model.block import TransformerLayer
-from repro.model.variants import Variant, b2t_noln_alpha, b2t_noln_beta
+from repro.model.block import make_norm
+from repro.model.variants import Variant, b2t_noln_alpha, b2t_noln_beta, mix_ln_post_layers
 
 
 class DLCLCombination(nn.Module):
@@ -50,28 +53,37 @@ class LayerStack(nn.Module):
             alpha, beta = b2t_noln_alpha(num_layers), b2t_noln_beta(d_model)
         else:
             alpha, beta = residual_alpha, 1.0
+        # Mix-LN: the lowest layers Post-LN, the rest as the row says
+        lower = mix_ln_post_layers(variant.post_ln_fraction, num_layers)
+        post_variant = dataclasses.replace(variant, pre_norm=False, post_norm=True, final_norm=False)
         self.layers = nn.ModuleList(
-            TransformerLayer(variant, d_model, ffn_dim, heads, dropout, attention_dropout, activation_dropout,
-                             cross_attention, alpha=alpha, beta=beta)
-            for _ in range(num_layers))
+            TransformerLayer(post_variant if i < lower else variant, d_model, ffn_dim, heads, dropout,
+                             attention_dropout, activation_dropout, cross_attention, alpha=alpha, beta=beta)
+            for i in range(num_layers))
         self.dlcl = DLCLCombination(num_layers, d_model) if variant.dlcl else None
         use_final = variant.final_norm if final_norm is None else final_norm
-        self.final_norm = nn.LayerNorm(d_model) if use_final else nn.Identity()
+        # ResiDual: the final norm is of the dual stream, added to the Post-LN stream's output
+        self.final_norm = make_norm(use_final, d_model, variant.norm)
 
     def forward(self, x: torch.Tensor, self_mask: torch.Tensor | None = None, causal: bool = False,
                 memory: torch.Tensor | None = None, memory_mask: torch.Tensor | None = None,
                 cache: list[dict] | None = None, layer_outputs: list[torch.Tensor] | None = None) -> torch.Tensor:
         """layer_outputs, if given, receives each layer's output hidden states (bottom layer first)."""
         history = [self.dlcl.store(0, x)] if self.dlcl is not None else None
+        dual = x if self.variant.dual_stream else None  # ResiDual's second stream starts at the embedding
         for i, layer in enumerate(self.layers):
             if history is not None:
                 x = self.dlcl.combine(history)
             x = layer(x, self_mask=self_mask, causal=causal, memory=memory, memory_mask=memory_mask,
-                      cache=None if cache is None else cache[i])
+                      cache=None if cache is None else cache[i], dual=dual)
+            if dual is not None:
+                x, dual = x
             if layer_outputs is not None:
                 layer_outputs.append(x)
             if history is not None:
                 history.append(self.dlcl.store(i + 1, x))
         if history is not None:
             x = self.dlcl.combine(history)
+        if dual is not None:
+            return x + self.final_norm(dual)
         return self.final_norm(x)

@@ -1,11 +1,14 @@
-"""The eight layer variants of the paper, as one table of data.
+"""The eight layer variants of the paper, and the placements proposed since, as one table of data.
 
 Each variant chooses among a few orthogonal mechanisms; model code reads these fields and never the
 variant's name. A sublayer F is combined with its input x as
 
-    post_norm( residual(x) + dropout(F(pre_norm(x))) )
+    post_norm( residual(x) + dropout(out_norm(F(pre_norm(x)))) )
 
-and the layer's last sublayer (the FFN) may add a bottom-to-top (B2T) skip from the layer's input.
+and the layer's last sublayer (the FFN) may add a bottom-to-top (B2T) skip from the layer's input. The newer
+methods (`EXTENSION`) are rows of the same table: an output norm (Peri-LN), a second, un-normalised residual stream
+(ResiDual), Post-LN in the lowest layers and Pre-LN above (Mix-LN), DyT in place of every LayerNorm, a learned
+residual gate starting at zero (ReZero), and the authors' 2023 B2T initialisation.
 """
 
 from __future__ import annotations
@@ -26,13 +29,15 @@ class Variant:
     """'none'; 'with_ln': x_inp added before the layer's last LN (eq. 5);
     'scaled_no_ln': alpha*x_inp + beta*(x_ffn + FFN(x_ffn)) with no LN anywhere (eq. 6-8)."""
     residual: str
-    """'identity': x; 'deepnet_alpha': alpha*x (DeepNorm); 'admin_omega': omega (.) x, omega set by profiling."""
+    """'identity': x + F; 'deepnet_alpha': alpha*x + F (DeepNorm); 'admin_omega': omega (.) x + F, omega set by
+    profiling; 'rezero': x + a*F, a learned scalar per sublayer starting at 0 (ReZero)."""
     dlcl: bool
     """Dynamic linear combination of the outputs of all lower layers as each layer's input."""
     final_norm: bool
     """One LayerNorm after the whole stack (Pre-LN, DLCL)."""
     init: str
-    """'default' (fairseq), 't_fixup' or 'deepnet': see repro/model/init.py."""
+    """'default' (fairseq), 't_fixup', 'deepnet' or 'b2t_depth_scaled' (the authors' 2023 B2T init): see
+    repro/model/init.py."""
     warmup: bool
     """Whether the learning rate warms up; T-Fixup trains without warmup."""
     ffn_init: str
@@ -40,6 +45,15 @@ class Variant:
     'xavier' (xavier_uniform weights, zero biases: older fairseq's `Linear` helper)."""
     ffn_init_source: str
     """The official code whose FFN construction `ffn_init` follows."""
+    out_norm: bool = False
+    """A norm on each sublayer's output before the residual sum (Peri-LN / Sandwich-LN)."""
+    norm: str = "layernorm"
+    """What every norm slot holds: 'layernorm', or 'dyt' (DyT: gamma * tanh(a * x) + beta, a learned scalar)."""
+    dual_stream: bool = False
+    """ResiDual: beside the Post-LN stream, an un-normalised stream from the embedding that sums every sublayer's
+    output; the stack's output is the Post-LN stream plus the final norm of the dual one."""
+    post_ln_fraction: float = 0.0
+    """Mix-LN: the lowest floor(fraction * N) layers of each stack are Post-LN, the others as the row says."""
 
 
 # The authors' fork (the paper's code) builds its FFN with plain nn.Linear.
@@ -72,8 +86,33 @@ VARIANTS: dict[str, Variant] = {
         Variant("admin", "Admin", "Liu et al. 2020", pre_norm=False, post_norm=True,
                 b2t="none", residual="admin_omega", dlcl=False, final_norm=False, init="default", warmup=True,
                 ffn_init="xavier", ffn_init_source="LiyuanLucasLiu/Transformer-Clinic fairseq/modules/transformer_layer.py: Linear() is xavier_uniform, zero bias"),
+        # -- beyond the paper (the extension table) ------------------------------------------------------------
+        Variant("b2t_2023", "B2T, 2023 init", "takase/b2t_connection commit 4d80167", pre_norm=False,
+                post_norm=True, b2t="with_ln", residual="identity", dlcl=False, final_norm=False,
+                init="b2t_depth_scaled", warmup=True, ffn_init="torch", ffn_init_source=FORK),
+        Variant("peri_ln", "Peri-LN", "Kim et al. 2025; Sandwich-LN, Ding et al. 2021", pre_norm=True,
+                post_norm=False, b2t="none", residual="identity", dlcl=False, final_norm=True, init="default",
+                warmup=True, ffn_init="torch", ffn_init_source=FORK, out_norm=True),
+        Variant("residual", "ResiDual", "Xie et al. 2023", pre_norm=False, post_norm=True, b2t="none",
+                residual="identity", dlcl=False, final_norm=True, init="default", warmup=True, ffn_init="torch",
+                ffn_init_source="microsoft/ResiDual resi_dual/resi_dual_layers.py (fairseq's TransformerEncoderLayerBase: nn.Linear)",
+                dual_stream=True),
+        Variant("mix_ln", "Mix-LN", "Li et al. 2025", pre_norm=True, post_norm=False, b2t="none",
+                residual="identity", dlcl=False, final_norm=True, init="default", warmup=True, ffn_init="torch",
+                ffn_init_source=FORK, post_ln_fraction=0.25),
+        Variant("dyt_pre", "DyT (Pre-LN)", "Zhu et al. 2025", pre_norm=True, post_norm=False, b2t="none",
+                residual="identity", dlcl=False, final_norm=True, init="default", warmup=True, ffn_init="torch",
+                ffn_init_source=FORK, norm="dyt"),
+        Variant("dyt_post", "DyT (Post-LN)", "Zhu et al. 2025", pre_norm=False, post_norm=True, b2t="none",
+                residual="identity", dlcl=False, final_norm=False, init="default", warmup=True, ffn_init="torch",
+                ffn_init_source=FORK, norm="dyt"),
+        Variant("rezero", "ReZero", "Bachlechner et al. 2020", pre_norm=False, post_norm=False, b2t="none",
+                residual="rezero", dlcl=False, final_norm=False, init="default", warmup=True, ffn_init="torch",
+                ffn_init_source=FORK),
     )
 }
+PAPER = ("post_ln", "pre_ln", "b2t", "b2t_noln", "dlcl", "t_fixup", "deepnet", "admin")
+EXTENSION = ("b2t_2023", "peri_ln", "residual", "mix_ln", "dyt_pre", "dyt_post", "rezero")
 
 
 def get_variant(name: str) -> Variant:
@@ -108,3 +147,20 @@ def deepnet_constants(encoder_layers: int, decoder_layers: int) -> dict[str, flo
         "decoder_alpha": (3 * m) ** 0.25,
         "decoder_beta": (12 * m) ** -0.25,
     }
+
+
+# Constants of the newer methods, each beside its source.
+
+DYT_ALPHA_INIT = 0.5
+"""DyT's alpha at initialisation: jiachenzhu/DyT dynamic_tanh.py, alpha_init_value=0.5 (the paper's default for
+models other than LLMs)."""
+
+
+def mix_ln_post_layers(fraction: float, num_layers: int) -> int:
+    """Mix-LN (Li et al. 2025): Post-LN in the lowest floor(alpha * L) layers, alpha = 0.25 their default."""
+    return int(fraction * num_layers)
+
+
+def b2t_2023_scale(num_layers: int) -> float:
+    """The authors' 2023 init: every weight of a B2T layer times N^-0.5, N the layers of its stack."""
+    return num_layers ** -0.5

@@ -46,7 +46,7 @@ def ours_cell(records: list[dict], paths: list[list[str]]) -> dict:
 
 def table_rows(number: int, scale: str, results_dir: Path, paper_version: str = "en") -> tuple[TableSpec, list[str], list[dict]]:
     if number not in SPECS:
-        raise KeyError(f"table {number}: tables 1-6, 9 and 10 compare runs; 7 and 8 are rendered separately")
+        raise KeyError(f"table {number}: tables 1-6, 9, 10 and 11 (the extension) compare runs; 7 and 8 are rendered from the recipes and the records")
     spec = SPECS[number]
     if paper_version == "ja":
         if number not in pv.JA:

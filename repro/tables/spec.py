@@ -13,6 +13,8 @@ from repro.tables import paper_values as pv
 TITLES = {
     "post_ln": "Post-LN", "pre_ln": "Pre-LN", "b2t": "B2T connection", "b2t_noln": "+ w/o LN",
     "dlcl": "DLCL", "t_fixup": "T-Fixup", "deepnet": "DeepNet", "admin": "Admin",
+    "b2t_2023": "B2T, 2023 init", "peri_ln": "Peri-LN", "residual": "ResiDual", "mix_ln": "Mix-LN",
+    "dyt_pre": "DyT (Pre-LN)", "dyt_post": "DyT (Post-LN)", "rezero": "ReZero",
 }
 
 
@@ -50,6 +52,7 @@ def _spec(number, title, task, columns, folder, label, groups):
 
 T1 = ["post_ln", "pre_ln", "b2t"]
 T5 = ["dlcl", "t_fixup", "deepnet", "admin", "b2t"]
+T11 = ["post_ln", "pre_ln", "b2t_2023", "peri_ln", "residual", "mix_ln", "dyt_pre", "dyt_post", "rezero", "b2t"]
 SPECS = {
     1: _spec(1, "BLEU on WMT newstest2010-2016 and their average", "mt", pv.NEWSTEST, "", "Enc-Dec",
              {"6L-6L": T1, "18L-18L": T1, "60L-12L": T1}),
@@ -66,6 +69,9 @@ SPECS = {
              {"6L-6L": ["b2t", "b2t_noln"], "18L-18L": ["b2t", "b2t_noln"]}),
     10: _spec(10, "ROUGE F1 of B2T without layer normalisation", "summarization", pv.ROUGE, "gigaword", "Enc-Dec",
               {"6L-6L": ["b2t", "b2t_noln"], "18L-18L": ["b2t", "b2t_noln"]}),
+    # Beyond the paper: the placements proposed since, on the paper's MT setting (repro/model/variants.py)
+    11: _spec(11, "BLEU of the normalisation placements proposed since (extension)", "mt", pv.NEWSTEST, "",
+              "Enc-Dec", {"6L-6L": T11, "18L-18L": T11, "60L-12L": T11}),
 }
 
 
