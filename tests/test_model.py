@@ -441,3 +441,7 @@ def test_b2t_2023_scales_every_layer_weight_by_depth():
     assert torch.equal(new.encoder.layers[0].post_ffn_norm.weight, plain.encoder.layers[0].post_ffn_norm.weight)
     with pytest.raises(ValueError):
         apply_variant_init(new, [new.embed_tokens], b2t_depth_scaled=True)  # never twice
+    text = repr(new)
+    assert "variant=b2t_2023" in text and "init weights x N^-0.5 = 0.5000" in text and "= 0.3333" in text
+    assert "Post-LN layers 2" in repr(LayerStack(VARIANTS["mix_ln"], 8, D, FF, H, 0.0, 0.0, 0.0, False))
+    assert "dual stream" in repr(tiny_model("residual"))

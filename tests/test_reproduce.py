@@ -142,7 +142,7 @@ def test_submitit_local_executor_runs_the_same_jobs(tiny_root, tmp_path):
 
 
 def test_bad_arguments_one_line(tmp_path):
-    for args, needle in ((["reproduce", "7"], "tables 1-6, 9 and 10"),
+    for args, needle in ((["reproduce", "7"], "tables 1-6, 9, 10 and 11"),
                          (["reproduce", "1", "--cells", "7L-7L"], "no such cell"),
                          (["reproduce", "1", "--launcher", "pbs"], "--launcher"),
                          (["reproduce", "1", "--seeds", "0"], "--seeds")):

@@ -182,7 +182,7 @@ def test_table7_from_recipes(tmp_path):
 
 
 def test_unknown_table_and_format(tmp_path):
-    assert runner.invoke(app, ["table", "11"]).exit_code == 2
+    assert runner.invoke(app, ["table", "12"]).exit_code == 2
     assert runner.invoke(app, ["table", "1", "--format", "docx"]).exit_code == 2
     assert runner.invoke(app, ["table", "3", "--paper", "ja"]).exit_code == 2
 

@@ -9,7 +9,7 @@ from torch import nn
 
 from repro.model.block import TransformerLayer
 from repro.model.block import make_norm
-from repro.model.variants import Variant, b2t_noln_alpha, b2t_noln_beta, mix_ln_post_layers
+from repro.model.variants import Variant, b2t_2023_scale, b2t_noln_alpha, b2t_noln_beta, mix_ln_post_layers
 
 
 class DLCLCombination(nn.Module):
@@ -64,6 +64,16 @@ class LayerStack(nn.Module):
         use_final = variant.final_norm if final_norm is None else final_norm
         # ResiDual: the final norm is of the dual stream, added to the Post-LN stream's output
         self.final_norm = make_norm(use_final, d_model, variant.norm)
+
+    def extra_repr(self) -> str:
+        s = f"{self.num_layers} layers"
+        if self.variant.init == "b2t_depth_scaled" and self.num_layers:
+            s += f", init weights x N^-0.5 = {b2t_2023_scale(self.num_layers):.4f}"
+        if self.variant.post_ln_fraction:
+            s += f", Post-LN layers {mix_ln_post_layers(self.variant.post_ln_fraction, self.num_layers)}"
+        if self.variant.dual_stream:
+            s += ", dual stream + final norm"
+        return s
 
     def forward(self, x: torch.Tensor, self_mask: torch.Tensor | None = None, causal: bool = False,
                 memory: torch.Tensor | None = None, memory_mask: torch.Tensor | None = None,
