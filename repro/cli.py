@@ -127,6 +127,24 @@ def prepare(dataset: str = typer.Argument(..., help=f"One of: {', '.join(DATASET
     console.print(f"prepared {meta['corpus']} in {root / meta['corpus']} (vocabulary {meta['vocab_size']:,})")
 
 
+TOKENS_PER_GPU_HELP = ("Tokens each GPU takes per forward, a multiple of the recipe's data.max_tokens: fewer, larger "
+                       "forwards make the same update (the same batches); the record says which was used.")
+PRECISION_HELP = ("fp32, bf16 or fp16 (with dynamic loss scaling): train.precision; another than the recipe's is an "
+                  "override, so its records are kept apart from the recipe's own.")
+
+
+def precision_override(recipe: Path, scale: str, precision: str | None) -> list[str]:
+    """--precision as the `--set` it is, or nothing where it is the recipe's own precision."""
+    if precision is None:
+        return []
+    from repro.config import resolve
+    try:
+        own = resolve(recipe, scale).recipe.train.precision
+    except RecipeError:
+        return []  # the resolve that follows says why
+    return [] if precision == own else [f"train.precision={precision}"]
+
+
 CUDA_GRAPHS_HELP = ("On a GPU: replay each batch's forward and backward as a CUDA graph, the same arithmetic with "
                     "far fewer kernel launches (MT and summarisation, one process, fp32 or bf16).")
 
@@ -145,18 +163,29 @@ def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. reci
           root: Path = typer.Option(None, "--root", help="Prepared corpora (default data/ or $LNREPRO_DATA)."),
           results: Path = typer.Option(Path("results"), "--results", help="Where run records are written."),
           threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default $LNREPRO_THREADS or all cores)."),
-          cuda_graphs: bool = typer.Option(False, "--cuda-graphs", help=CUDA_GRAPHS_HELP)):
+          cuda_graphs: bool = typer.Option(False, "--cuda-graphs", help=CUDA_GRAPHS_HELP),
+          tokens_per_gpu: Optional[int] = typer.Option(None, "--tokens-per-gpu", help=TOKENS_PER_GPU_HELP),
+          precision: Optional[str] = typer.Option(None, "--precision", help=PRECISION_HELP)):
     """Train one table cell. Under torchrun, every process runs this command.
 
     Example: lnrepro train recipes/18L-18L-b2t.yaml --scale mini
     """
-    from repro.config import dump_yaml, resolve
+    from repro.config import PRECISIONS, dump_yaml, resolve
+    if precision is not None and precision not in PRECISIONS:
+        fail(f"--precision {precision!r}: expected one of {', '.join(PRECISIONS)}")
     try:
-        resolved = resolve(recipe, scale, [*set_, *([f"train.seed={seed}"] if seed is not None else [])])
+        resolved = resolve(recipe, scale, [*set_, *([f"train.seed={seed}"] if seed is not None else []),
+                                           *precision_override(recipe, scale, precision)])
     except RecipeError as e:
         fail(str(e))
+    from repro.train.loop import describe_batching
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    try:
+        batching = describe_batching(resolved.recipe, tokens_per_gpu, world)
+    except ValueError as e:
+        fail(str(e))
     if print_config:
-        print(f"# {recipe} at scale {scale}\n" + dump_yaml(resolved.recipe), end="")
+        print(f"# {recipe} at scale {scale}\n# batching: {batching}\n" + dump_yaml(resolved.recipe), end="")
         return
     set_threads(threads)
     check_folder(results, "--results")
@@ -176,7 +205,8 @@ def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. reci
         check_record_slot(record_path(results, scale, resolved.name, resolved.recipe.train.seed, resolved.overrides,
                                       resolved.hash()), resolved.hash())
         status = train_run(resolved, run_dir, root or default_root(), resume=resume, overwrite=overwrite,
-                           allow_recipe_change=allow_recipe_change, cuda_graphs=cuda_graphs)
+                           allow_recipe_change=allow_recipe_change, cuda_graphs=cuda_graphs,
+                           tokens_per_gpu=tokens_per_gpu)
     except _known_errors() as e:
         fail(str(e))
     if int(os.environ.get("RANK", "0")) == 0:
@@ -415,7 +445,8 @@ def reproduce(table_number: int = typer.Argument(..., metavar="TABLE", help="Tab
               runs: Path = typer.Option(Path("runs"), "--runs", help="Where run directories live."),
               root: Path = typer.Option(None, "--root", help="Prepared corpora (default data/ or $LNREPRO_DATA)."),
               results: Path = typer.Option(Path("results"), "--results", help="Folder of run records."),
-              cuda_graphs: bool = typer.Option(False, "--cuda-graphs", help=CUDA_GRAPHS_HELP)):
+              cuda_graphs: bool = typer.Option(False, "--cuda-graphs", help=CUDA_GRAPHS_HELP),
+              tokens_per_gpu: Optional[int] = typer.Option(None, "--tokens-per-gpu", help=TOKENS_PER_GPU_HELP)):
     """Run every cell of a table (train, evaluate; finished runs skipped, interrupted ones resumed), then render it.
 
     Example: lnrepro reproduce 1 --scale mini --seeds 3 --jobs 16
@@ -454,7 +485,8 @@ def reproduce(table_number: int = typer.Argument(..., metavar="TABLE", help="Tab
         fail(f"{len(stale)} records of earlier recipe versions hold the slots these runs write: remove them first "
              f"(git rm {' '.join(stale[:3])}{' ...' if len(stale) > 3 else ''})")
     todo = rp.to_launch(planned)
-    train_flags = ("--cuda-graphs",) if cuda_graphs else ()
+    train_flags = (("--cuda-graphs",) if cuda_graphs else ()) + (
+        ("--tokens-per-gpu", str(tokens_per_gpu)) if tokens_per_gpu else ())
     running = [r.name for r in planned if r.state == "running"]
     if running:  # another command trains them; starting them here would only be refused by their locks
         who = ("1 run trains in another process and is left to it" if len(running) == 1 else

@@ -96,6 +96,8 @@ def plan(table: int, scale: str, seeds: int, cells: list[str], results_dir: Path
             run.state, run.detail = run_state(run, results_dir)
             out.append(run)
     threads = threads or launch_threads(out, jobs)
+    rates = measured_rates() if scale == "paper" else []
+    gpus = slurm_gpus or max(_local_gpus(), 1)
     paces = stretch_paces(records, threads, here, cuda_graphs) if slurm_gpus is None else []
     # runs training now go at their own pace, which also tells their depth's cost where nothing recorded does
     now = {r.name: pace for r in out if r.state == "running" and (pace := own_pace(r)) is not None}
@@ -111,9 +113,16 @@ def plan(table: int, scale: str, seeds: int, cells: list[str], results_dir: Path
             # SLURM, whose costs are never read from this machine's pace)
             durations, source = [pace * recipe_updates(run.recipe_name, scale)], "its log so far"
         run.estimate_s, run.estimate_from = (statistics.fmean(durations) if durations else None), source
+        if run.estimate_s is None and scale == "paper":  # nothing recorded: the rates measured in benchmarks/
+            run.estimate_s, run.estimate_from = measured_estimate(run.recipe_name, scale, gpus, rates)
         if run.estimate_s and run.state in ("partial", "running"):
             run.estimate_s *= 1 - trained_fraction(run)  # the time still to go, not the whole run's
     return out
+
+
+def _local_gpus() -> int:
+    import torch
+    return torch.cuda.device_count()
 
 
 def own_pace(run: PlannedRun) -> float | None:
@@ -273,6 +282,57 @@ def share(run: PlannedRun, update: int | None) -> float:
     return min(update / recipe_updates(run.recipe_name, run.scale), 1.0) if update else 0.0
 
 
+BENCHMARK_RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+
+
+def measured_rates(folder: Path = BENCHMARK_RESULTS) -> list[dict]:
+    """Paper-scale MT training rates measured on GPUs (benchmarks/paper_scale.py's rows, and the bf16 eager rows of
+    train_throughput.py's GPU files): device, depth, precision, mode, tokens per GPU, target tokens/s, file."""
+    out = []
+    for path in sorted(Path(folder).glob("*.json")) if Path(folder).is_dir() else []:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, OSError):
+            continue
+        device = (data.get("machine") or {}).get("device", "")
+        if not isinstance(data, dict) or "cpu" in device.lower() or not device:
+            continue
+        for row in data.get("rows") or []:
+            if "depth" in row and "tokens_per_s" in row:  # paper_scale.py
+                out.append({"device": device, "depth": row["depth"], "precision": row["precision"],
+                            "mode": row["mode"], "tokens_per_gpu": row["tokens_per_gpu"],
+                            "tokens_per_s": row["tokens_per_s"], "file": path.name})
+            elif "lnrepro_tokens_per_s" in row and not data.get("compile"):  # train_throughput.py: bf16 on a GPU
+                out.append({"device": device, "depth": row["layers"], "precision": "bf16", "mode": "eager",
+                            "tokens_per_gpu": row["target_tokens"], "tokens_per_s": row["lnrepro_tokens_per_s"],
+                            "file": path.name})
+    return out
+
+
+def measured_estimate(recipe_name: str, scale: str, gpus: int, rates: list[dict]) -> tuple[float | None, str]:
+    """A paper-scale MT run's seconds on `gpus` GPUs at the fastest rate measured for its depth and precision
+    (a GPU's rate times the GPUs: DDP overlapping its all-reduce), or None with what was measured instead."""
+    from repro.config import resolve
+    r = resolve(recipes_dir() / f"{recipe_name}.yaml", scale).recipe
+    if scale != "paper" or r.task != "mt":
+        return None, ""
+    tokens = r.data.max_tokens * r.optim.gpus_per_update * r.optim.max_updates
+    same = [x for x in rates if x["depth"] == depth(recipe_name)]
+    mine = [x for x in same if x["precision"] == r.train.precision]
+    if mine:
+        best = max(mine, key=lambda x: x["tokens_per_s"])
+        return tokens / (gpus * best["tokens_per_s"]), (
+            f"measured {best['device']} rate, {best['precision']}, {best['mode']}, {best['tokens_per_gpu']:,} tokens/GPU, "
+            f"x{gpus} GPU")
+    if same:
+        best = max(same, key=lambda x: x["tokens_per_s"])
+        hours = tokens / (gpus * best["tokens_per_s"]) / 3600
+        return None, (f"no {r.train.precision} rate measured; {best['precision']} on {best['device']}: ~{hours:.0f} h "
+                      f"on {gpus} GPU with `train --precision {best['precision']} "
+                      f"--tokens-per-gpu {best['tokens_per_gpu']}`")
+    return None, ""
+
+
 def recipe_updates(recipe_name: str, scale: str) -> int:
     """The updates a recipe trains for at a scale."""
     from repro.config import resolve
@@ -393,7 +453,9 @@ def describe_plan(runs: list[PlannedRun]) -> str:
         est = "cost unknown"
         if r.estimate_s is not None:
             est = f"~{r.estimate_s / 60:.0f} min" + (f" ({r.estimate_from})" if r.estimate_from else "")
-        lines.append(f"{r.state:8} {r.name:45} {est:>36}  {r.detail}")
+        detail = r.detail if r.estimate_s is not None or not r.estimate_from else \
+            "; ".join(x for x in (r.detail, r.estimate_from) if x)
+        lines.append(f"{r.state:8} {r.name:45} {est:>36}  {detail}")
     todo = [r for r in runs if r.state != "done"]
     known = [r.estimate_s for r in todo if r.estimate_s is not None]
     total = f"; about {sum(known) / 3600:.1f} h of runs where earlier runs tell" if known else ""

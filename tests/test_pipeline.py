@@ -175,6 +175,54 @@ def test_torchrun_two_processes_equal_update_freq_two(tiny_root, tmp_path):
     assert max((a[k] - b[k]).abs().max().item() for k in a) < 1e-4
 
 
+def test_two_processes_at_k_tokens_equal_one_at_2k(tiny_root, tmp_path):
+    """--tokens-per-gpu changes how many forwards make an update, never the update: 2 processes (gloo) taking the
+    recipe's batch each equal 1 process taking two batches in one forward."""
+    recipe = REPO / "recipes/6L-6L-b2t.yaml"
+    sets = ["model.encoder_layers=1", "model.decoder_layers=1", "optim.gpus_per_update=2", "model.dropout=0.0",
+            "optim.max_updates=1", "train.save_interval=1", "train.validate_interval=1"]
+    k = resolve(recipe, "tiny", sets).recipe.data.max_tokens
+    one = train_run(resolve(recipe, "tiny", sets), tmp_path / "one", tiny_root, tokens_per_gpu=2 * k)
+    assert one["batching"] == {"tokens_per_gpu": 2 * k, "batches_per_forward": 2, "forwards_per_update": 1}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "LNREPRO_QUIET": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29534",
+           "-m", "repro.cli", "train", str(recipe), "--scale", "tiny", "--run-dir", str(tmp_path / "ddp"),
+           "--root", str(tiny_root), "--results", str(tmp_path / "res"), "--tokens-per-gpu", str(k)]
+    for s in sets:
+        cmd += ["--set", s]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    a = checkpoint.load(checkpoint.list_checkpoints(tmp_path / "one")[-1])["model"]
+    b = checkpoint.load(checkpoint.list_checkpoints(tmp_path / "ddp")[-1])["model"]
+    assert max((a[key] - b[key]).abs().max().item() for key in a) < 1e-5
+    rec = json.loads(next((tmp_path / "res").rglob("seed1.json")).read_text())
+    assert rec["batching"]["tokens_per_gpu"] == k and rec["recipe_hash"] == resolve(recipe, "tiny", sets).hash()
+    r = runner.invoke(app, ["train", str(recipe), "--scale", "tiny", "--tokens-per-gpu", str(k + 1), "--print-config"])
+    assert r.exit_code == 2 and "--tokens-per-gpu" in r.output
+
+
+def test_fp16_logs_the_steps_its_loss_scaler_skipped(tiny_root, tmp_path):
+    r = runner.invoke(app, ["train", str(REPO / "recipes/6L-6L-b2t.yaml"), "--scale", "tiny", "--precision", "fp16",
+                            "--run-dir", str(tmp_path / "run"), "--root", str(tiny_root), "--results",
+                            str(tmp_path / "res"), "--threads", "1"])
+    assert r.exit_code == 0, r.output
+    rows = [json.loads(l) for l in (tmp_path / "run/log.jsonl").read_text().splitlines() if '"loss"' in l]
+    assert all("fp16_skipped" in row and row["loss_scale"] > 0 for row in rows)
+    rec = json.loads(next((tmp_path / "res").rglob("seed1.json")).read_text())
+    # another precision than the recipe's is an override: its record is kept apart from the recipe's own
+    assert rec["overrides"] == ["train.precision=fp16"] and "/overrides/" in str(next((tmp_path / "res").rglob("seed1.json")))
+    assert rec["fp16_skipped_steps"] == sum(row["fp16_skipped"] for row in rows) >= 1
+    assert runner.invoke(app, ["train", str(REPO / "recipes/6L-6L-b2t.yaml"), "--precision", "fp8"]).exit_code == 2
+
+
+def test_tokens_per_gpu_print_config_keeps_the_papers_update():
+    r = runner.invoke(app, ["train", str(REPO / "recipes/18L-18L-b2t.yaml"), "--tokens-per-gpu", "28672",
+                            "--print-config"])
+    assert r.exit_code == 0
+    assert ("28,672 tokens per GPU per forward (8 of the recipe's 3,584-token batches), 16 forwards accumulated per "
+            "update on each of 1 GPU(s): 458,752 tokens per update") in r.output
+
+
 @pytest.mark.parametrize("variant", ["post_ln", "pre_ln", "b2t", "b2t_noln", "dlcl", "t_fixup", "deepnet", "admin"])
 def test_every_variant_trains_tiny(tiny_root, tmp_path, variant):
     recipe = REPO / f"recipes/6L-6L-{variant}.yaml"

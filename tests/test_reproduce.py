@@ -341,3 +341,27 @@ def test_plan_reads_a_cost_from_stretches_at_the_threads_each_run_gets(tmp_path,
     assert (pre.estimate_s, pre.estimate_from) == (9800.0, "its depth")  # not the half-GPU run's 5,550 s
     text = describe_plan(plan(1, "mini", 1, ["18L-18L:pre_ln"], tmp_path, tmp_path / "runs", threads=2))
     assert f"~{1.28 * updates / 60:.0f} min (its depth, 2 threads)" in text
+
+
+def test_paper_scale_plan_costs_runs_at_the_measured_rates(tmp_path):
+    """Where no record tells a paper-scale run's cost, the GPU rates measured in benchmarks/ do, for the recipe's
+    own precision; another precision's rate is named with the options that would use it."""
+    from repro.reproduce import measured_estimate, measured_rates
+    (tmp_path / "paper_scale_h100.json").write_text(json.dumps({
+        "machine": {"device": "NVIDIA H100"},
+        "rows": [{"depth": "18L-18L", "precision": "fp32", "mode": "eager", "tokens_per_gpu": 3584,
+                  "tokens_per_s": 10000.0},
+                 {"depth": "18L-18L", "precision": "bf16", "mode": "graphs", "tokens_per_gpu": 28672,
+                  "tokens_per_s": 200000.0}]}))
+    (tmp_path / "cpu.json").write_text(json.dumps({"machine": {"device": "cpu"}, "rows": [
+        {"depth": "6L-6L", "precision": "fp32", "mode": "eager", "tokens_per_gpu": 3584, "tokens_per_s": 1.0}]}))
+    rates = measured_rates(tmp_path)
+    assert len(rates) == 2  # a CPU's rows never cost a GPU run
+    seconds, source = measured_estimate("18L-18L-b2t", "paper", 8, rates)
+    assert seconds == pytest.approx(3584 * 128 * 50000 / (8 * 10000.0)) and "fp32" in source and "x8 GPU" in source
+    none, why = measured_estimate("6L-6L-b2t", "paper", 8, rates)
+    assert none is None and why == ""
+    only_bf16 = [r for r in rates if r["precision"] == "bf16"]
+    none, why = measured_estimate("18L-18L-b2t", "paper", 8, only_bf16)
+    assert none is None and "--precision bf16 --tokens-per-gpu 28672" in why
+    assert measured_estimate("18L-18L-b2t", "mini", 1, rates) == (None, "")

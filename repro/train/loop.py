@@ -139,23 +139,55 @@ def describe_run(run_dir: Path) -> str | None:
     return None
 
 
+def batches_per_forward(recipe, tokens_per_gpu: int | None, world: int) -> int:
+    """How many of the recipe's batches (its `data.max_tokens`, the paper's per-GPU batch) one forward takes when a
+    GPU takes `tokens_per_gpu` tokens at once: the update stays the recipe's (the same batches, the same sentences),
+    only fewer, larger forwards make it. A ValueError names a value that does not divide."""
+    if tokens_per_gpu is None:
+        return 1
+    per_batch, update_freq = batch_tokens(recipe), recipe.optim.gpus_per_update // max(world, 1)
+    if tokens_per_gpu < per_batch or tokens_per_gpu % per_batch:
+        raise ValueError(f"--tokens-per-gpu {tokens_per_gpu}: not a multiple of the recipe's batch of {per_batch} "
+                         f"tokens (data.max_tokens)")
+    m = tokens_per_gpu // per_batch
+    if update_freq % m:
+        raise ValueError(f"--tokens-per-gpu {tokens_per_gpu}: {m} batches per forward do not divide the {update_freq} "
+                         f"batches each of {world} GPU(s) makes per update (optim.gpus_per_update "
+                         f"{recipe.optim.gpus_per_update})")
+    return m
+
+
+def describe_batching(recipe, tokens_per_gpu: int | None, world: int) -> str:
+    """The batch and the accumulation that make the recipe's update on `world` GPUs, in words."""
+    m = batches_per_forward(recipe, tokens_per_gpu, world)
+    per_batch, update_freq = batch_tokens(recipe), recipe.optim.gpus_per_update // max(world, 1)
+    return (f"{per_batch * m:,} tokens per GPU per forward ({m} of the recipe's {per_batch:,}-token batches), "
+            f"{update_freq // m} forwards accumulated per update on each of {world} GPU(s): "
+            f"{per_batch * recipe.optim.gpus_per_update:,} tokens per update, the recipe's")
+
+
 def train_run(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: bool = False,
-              overwrite: bool = False, allow_recipe_change: bool = False, cuda_graphs: bool = False) -> dict:
+              overwrite: bool = False, allow_recipe_change: bool = False, cuda_graphs: bool = False,
+              tokens_per_gpu: int | None = None) -> dict:
     """Train one run. A directory holding a run is continued only with `resume` (and the same recipe unless
     `allow_recipe_change`) and replaced only with `overwrite`; it is locked while in use. `cuda_graphs`: replay
-    each batch's forward and backward as a CUDA graph (repro/train/graphs.py)."""
+    each batch's forward and backward as a CUDA graph (repro/train/graphs.py). `tokens_per_gpu`: a GPU's batch,
+    a multiple of the recipe's; the update stays the recipe's (`batches_per_forward`)."""
     run_dir = Path(run_dir)
+    batches_per_forward(resolved.recipe, tokens_per_gpu, int(os.environ.get("WORLD_SIZE", "1")))  # refuse early
     if cuda_graphs:  # before the run directory is touched
         check_graphable(resolved.recipe, "cuda" if torch.cuda.is_available() else "cpu",
                         int(os.environ.get("WORLD_SIZE", "1")))
     if int(os.environ.get("RANK", "0")) != 0:
-        return _train(resolved, run_dir, data_root, resume, overwrite, allow_recipe_change, cuda_graphs)
+        return _train(resolved, run_dir, data_root, resume, overwrite, allow_recipe_change, cuda_graphs,
+                      tokens_per_gpu)
     with run_lock(run_dir):
-        return _train(resolved, run_dir, data_root, resume, overwrite, allow_recipe_change, cuda_graphs)
+        return _train(resolved, run_dir, data_root, resume, overwrite, allow_recipe_change, cuda_graphs,
+                      tokens_per_gpu)
 
 
 def _train(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: bool, overwrite: bool,
-           allow_recipe_change: bool, cuda_graphs: bool) -> dict:
+           allow_recipe_change: bool, cuda_graphs: bool, tokens_per_gpu: int | None = None) -> dict:
     r = resolved.recipe
     existing = describe_run(run_dir)
     if existing and not resume and not overwrite:
@@ -190,6 +222,7 @@ def _train(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: boo
         raise ValueError(f"optim.gpus_per_update {r.optim.gpus_per_update} is not a multiple of the "
                          f"{d.world} processes")
     update_freq = r.optim.gpus_per_update // d.world
+    merge = batches_per_forward(r, tokens_per_gpu, d.world)
     health = HealthMonitor(r.optim.warmup_updates if model.variant.warmup else 0,
                            effective_window(r.train.divergence_window, r.optim.max_updates,
                                             r.train.log_interval), vocab_size=meta["vocab_size"])
@@ -251,7 +284,9 @@ def _train(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: boo
         checkpoint.save(state, run_dir, step, r.train.keep_last)
 
     status = {"status": "running", "reason": "", "step": step, "started": now(), "commit": git_commit(),
-              "hardware": hardware(d.world), "update_freq": update_freq, "data": corpus_fingerprint(r.data.corpus, meta)}
+              "hardware": hardware(d.world), "update_freq": update_freq, "data": corpus_fingerprint(r.data.corpus, meta),
+              "batching": {"tokens_per_gpu": batch_tokens(r) * merge, "batches_per_forward": merge,
+                           "forwards_per_update": update_freq // merge}}
     # A run resumed on another day, commit or machine keeps one entry per stretch of training, so its record says
     # where every update was made and at what pace (its seconds, and its hardware with the CPU threads); the first
     # entry's start is the run's. The process's CPU seconds (all its threads) tell whether the stretch had its
@@ -290,7 +325,8 @@ def _train(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: boo
         return torch.cat([sums, norm.double().view(1)])
 
     t0, c0 = time.time(), time.process_time()
-    new_window = lambda: {"loss": 0.0, "nll": 0.0, "tokens": 0, "updates": 0, "time": time.time(), "grad_norm": 0.0}
+    new_window = lambda: {"loss": 0.0, "nll": 0.0, "tokens": 0, "updates": 0, "time": time.time(), "grad_norm": 0.0,
+                          "skipped": 0}
     window = new_window()  # sums over the updates since the last log line
     failed = None
     model.train()
@@ -305,6 +341,8 @@ def _train(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: boo
                                  f"({d.world * update_freq}); lower optim.gpus_per_update or data.max_tokens")
             while position < n_updates and step < r.optim.max_updates:
                 group = batches[position * update_freq:(position + 1) * update_freq]
+                if merge > 1:  # a GPU's larger batch: the same batches, `merge` of them per forward
+                    group = [np.concatenate(group[i:i + merge]) for i in range(0, len(group), merge)]
                 lr = inverse_sqrt_lr(step, r.optim.lr, r.optim.warmup_updates, r.optim.warmup_init_lr,
                                      warmup=model.variant.warmup, decay_period=r.optim.decay_period)
                 for g in optimizer.param_groups:
@@ -315,8 +353,12 @@ def _train(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: boo
                     sums_norm = eager_update(group)
                 loss_sum, nll_sum, ntokens, grad_norm = sums_norm.tolist()  # the update's one host-device sync
                 if scaler:
+                    scale = scaler.get_scale()
                     scaler.step(optimizer)
                     scaler.update()
+                    if scaler.get_scale() < scale:  # an overflow: the scaler skipped this step and lowered its scale
+                        window["skipped"] += 1
+                        status["fp16_skipped_steps"] = status.get("fp16_skipped_steps", 0) + 1
                 elif math.isfinite(grad_norm):
                     optimizer.step()
                 step += 1
@@ -338,7 +380,8 @@ def _train(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: boo
                            "loss": window["loss"] / max(window["tokens"], 1),
                            "nll": window["nll"] / max(window["tokens"], 1),
                            "grad_norm": window["grad_norm"] / window["updates"],
-                           "tokens_per_s": window["tokens"] / max(dt, 1e-9), "time": time.time() - t0 + elapsed_before}
+                           "tokens_per_s": window["tokens"] / max(dt, 1e-9), "time": time.time() - t0 + elapsed_before,
+                           **({"fp16_skipped": window["skipped"], "loss_scale": scaler.get_scale()} if scaler else {})}
                     failed = failed or health.check(step, row["loss"])
                     if d.main:
                         append_jsonl(log_path, row)
