@@ -153,19 +153,24 @@ def test_clear_errors_for_missing_data_and_bad_checkpoint(tiny_root, tmp_path):
     assert r.exit_code == 2 and "status.json" in r.output
 
 
+def torchrun_train(recipe, sets, tmp_path, tiny_root, port: int, *flags) -> None:
+    """`lnrepro train` in 2 processes under torchrun (gloo on the CPU), into tmp_path/ddp and tmp_path/res."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "LNREPRO_QUIET": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(port),
+           "-m", "repro.cli", "train", str(recipe), "--scale", "tiny", "--run-dir", str(tmp_path / "ddp"),
+           "--root", str(tiny_root), "--results", str(tmp_path / "res"), *flags]
+    for s in sets:
+        cmd += ["--set", s]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
 def test_torchrun_two_processes_equal_update_freq_two(tiny_root, tmp_path):
     recipe = REPO / "recipes/6L-6L-b2t.yaml"
     sets = ["model.encoder_layers=1", "model.decoder_layers=1", "optim.gpus_per_update=2", "model.dropout=0.0",
             "optim.max_updates=3", "train.save_interval=3"]
     train_run(resolve(recipe, "tiny", sets), tmp_path / "single", tiny_root)
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "LNREPRO_QUIET": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29533",
-           "-m", "repro.cli", "train", str(recipe), "--scale", "tiny", "--run-dir", str(tmp_path / "ddp"),
-           "--root", str(tiny_root), "--results", str(tmp_path / "res")]
-    for s in sets:
-        cmd += ["--set", s]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    torchrun_train(recipe, sets, tmp_path, tiny_root, 29533)
     a = checkpoint.load(checkpoint.list_checkpoints(tmp_path / "single")[-1])["model"]
     b = checkpoint.load(checkpoint.list_checkpoints(tmp_path / "ddp")[-1])["model"]
     # Same batches and gradients up to float summation order; Adam's per-coordinate normalisation turns rounding
@@ -184,14 +189,7 @@ def test_two_processes_at_k_tokens_equal_one_at_2k(tiny_root, tmp_path):
     k = resolve(recipe, "tiny", sets).recipe.data.max_tokens
     one = train_run(resolve(recipe, "tiny", sets), tmp_path / "one", tiny_root, tokens_per_gpu=2 * k)
     assert one["batching"] == {"tokens_per_gpu": 2 * k, "batches_per_forward": 2, "forwards_per_update": 1}
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "LNREPRO_QUIET": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29534",
-           "-m", "repro.cli", "train", str(recipe), "--scale", "tiny", "--run-dir", str(tmp_path / "ddp"),
-           "--root", str(tiny_root), "--results", str(tmp_path / "res"), "--tokens-per-gpu", str(k)]
-    for s in sets:
-        cmd += ["--set", s]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    torchrun_train(recipe, sets, tmp_path, tiny_root, 29534, "--tokens-per-gpu", str(k))
     a = checkpoint.load(checkpoint.list_checkpoints(tmp_path / "one")[-1])["model"]
     b = checkpoint.load(checkpoint.list_checkpoints(tmp_path / "ddp")[-1])["model"]
     assert max((a[key] - b[key]).abs().max().item() for key in a) < 1e-5
