@@ -204,3 +204,24 @@ def test_default_threads_divide_the_cores():
     cores = os.cpu_count() or 1
     assert default_threads(1) == cores and default_threads(cores * 4) == 1
     assert default_threads(2) == max(1, cores // 2)
+
+
+def test_user_round_two_small_surprises(tmp_path, monkeypatch):
+    """Table 7 prints the learning rate as written; Figure 9's error suggests commands that work; a training that
+    stops before writing anything leaves no run directory behind; --resume with nothing to resume says so."""
+    from typer.testing import CliRunner
+    from repro.cli import app
+    runner = CliRunner()
+    repo = Path(__file__).resolve().parents[1]
+    md = runner.invoke(app, ["table", "7", "--format", "markdown"]).output
+    assert "| Machine Translation | Learning rate | Learning rate | 0.001 | 0.001 |" in md
+    out = runner.invoke(app, ["figure", "9", "--results", str(tmp_path / "none"), "--out", str(tmp_path / "f.png")])
+    assert out.exit_code == 2 and "lnrepro train recipes/36L-36L-b2t.yaml --scale mini" in out.output
+    assert (repo / "recipes/36L-36L-b2t.yaml").is_file()
+    monkeypatch.chdir(tmp_path)
+    r = runner.invoke(app, ["train", str(repo / "recipes/18L-18L-b2t.yaml"), "--scale", "mini", "--root",
+                            str(tmp_path / "data"), "--run-dir", str(tmp_path / "runs/x")])
+    assert r.exit_code == 2 and not (tmp_path / "runs/x").exists()
+    r = runner.invoke(app, ["train", str(repo / "recipes/6L-6L-b2t.yaml"), "--scale", "tiny", "--resume", "--run-dir",
+                            str(tmp_path / "fresh"), "--root", str(tmp_path / "data"), "--results", str(tmp_path / "res")])
+    assert r.exit_code == 0 and "holds no run to resume; starting a new one" in r.output

@@ -40,8 +40,7 @@ def figure_from_runs(number: int, out: Path, json_path: Path | None, results_dir
                     ", training failed)" if recs[0]["status"] == "failed" else ")")
         if not data:
             raise ValueError(f"figure {number}: no training logs at scale {scale} for "
-                             + ", ".join(f"recipes/{m}.yaml" for m in wanted)
-                             + f"; run `lnrepro reproduce 1 --scale {scale} --cells {depth}`")
+                             + ", ".join(f"recipes/{m}.yaml" for m in wanted) + "; " + make_runs(depth, scale))
     else:  # figure 8: best validation NLL against total layers
         for r in records:
             if r["status"] != "completed" or r["variant"] not in VARIANT_ORDER:
@@ -90,8 +89,7 @@ def figure5(out: Path, json_path: Path | None, results_dir: Path, scale: str, ro
     runs = {wanted[name]: min((r for r in recs if r["status"] == "completed"), key=lambda r: r["seed"])
             for name, recs in current.items() if name in wanted and any(r["status"] == "completed" for r in recs)}
     if not runs:
-        raise ValueError(f"figure 5: no completed {depth} runs at scale {scale}; run "
-                         f"`lnrepro reproduce 1 --scale {scale} --cells {depth}`")
+        raise ValueError(f"figure 5: no completed {depth} runs at scale {scale}; " + make_runs(depth, scale))
     data = {}
     for v, rec in runs.items():
         if "layer_cosine" in rec.get("metrics", {}):  # computed by `lnrepro evaluate`, committed with the record
@@ -148,3 +146,12 @@ def layer_similarities(model, valid, sentences: int = 64) -> dict:
         model.decode(batch["prev"], memory, mask, layer_outputs=dec)
     return {"encoder": layer_cosine_similarity(enc, batch["src"].ne(PAD)),
             "decoder": layer_cosine_similarity(dec, batch["prev"].ne(PAD))}
+
+
+def make_runs(depth: str, scale: str) -> str:
+    """The command that makes a depth's MT runs: Table 1's `reproduce` where Table 1 holds the depth, else one
+    `train` per recipe (36L-36L and 50L-50L, Figure 9's, are in no table)."""
+    from repro.tables.spec import SPECS
+    if depth in SPECS[1].groups:
+        return f"run `lnrepro reproduce 1 --scale {scale} --cells {depth}`"
+    return "run " + "; ".join(f"`lnrepro train recipes/{depth}-{v}.yaml --scale {scale}`" for v in VARIANT_ORDER)

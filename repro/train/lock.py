@@ -14,7 +14,9 @@ class RunDirError(ValueError):
 
 @contextlib.contextmanager
 def run_lock(run_dir: Path):
-    """An exclusive lock on the run directory for as long as a training uses it (released if the process dies)."""
+    """An exclusive lock on the run directory for as long as a training uses it (released if the process dies). A
+    directory made for a training that then wrote nothing (a corpus not prepared, say) is removed again."""
+    made = not run_dir.exists()
     run_dir.mkdir(parents=True, exist_ok=True)
     with open(run_dir / ".lock", "a+") as f:
         try:
@@ -31,6 +33,9 @@ def run_lock(run_dir: Path):
         try:
             yield
         finally:
+            if made and [p.name for p in run_dir.iterdir()] == [".lock"]:
+                (run_dir / ".lock").unlink()
+                run_dir.rmdir()
             fcntl.flock(f, fcntl.LOCK_UN)
 
 

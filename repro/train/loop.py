@@ -195,6 +195,9 @@ def _train(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: boo
                           f"--overwrite")
     ckpts = checkpoint.list_checkpoints(run_dir) if resume else []
     state = checkpoint.load(ckpts[-1]) if ckpts else None
+    if resume and not existing and int(os.environ.get("RANK", "0")) == 0:
+        console.print(f"--resume: {run_dir} holds no run to resume; starting a new one", markup=False,
+                      highlight=False)
     if resume and state is None and (run_dir / "status.json").is_file():
         raise RunDirError(f"{run_dir} holds {existing} but no checkpoint to resume from: replace it with --overwrite")
     if state is not None and state.get("recipe_hash") != resolved.hash() and not allow_recipe_change:
