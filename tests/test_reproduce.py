@@ -365,3 +365,10 @@ def test_paper_scale_plan_costs_runs_at_the_measured_rates(tmp_path):
     none, why = measured_estimate("18L-18L-b2t", "paper", 8, only_bf16)
     assert none is None and "--precision bf16 --tokens-per-gpu 28672" in why
     assert measured_estimate("18L-18L-b2t", "mini", 1, rates) == (None, "")
+
+
+def test_slurm_launcher_off_a_cluster_says_so_in_one_line(tmp_path):
+    r = runner.invoke(app, ["reproduce", "2", "--scale", "tiny", "--launcher", "slurm", "--runs", str(tmp_path / "r"),
+                            "--results", str(tmp_path / "res"), "--root", str(tmp_path / "data")])
+    assert r.exit_code == 2 and "no SLURM here" in r.output and "--launcher submitit-local" in r.output
+    assert "Traceback" not in r.output
