@@ -201,9 +201,13 @@ def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. reci
         console.print(f"[yellow]warning:[/yellow] optim.warmup_updates {resolved.recipe.optim.warmup_updates} >= "
                       f"optim.max_updates {resolved.recipe.optim.max_updates}: this run never leaves warmup",
                       soft_wrap=True)
+    slot = record_path(results, scale, resolved.name, resolved.recipe.train.seed, resolved.overrides, resolved.hash())
+    if int(os.environ.get("RANK", "0")) == 0 and not print_config:
+        console.print(f"this run's record: {slot}" + (f" (one exists: {describe_record(slot)}; this run's replaces "
+                                                      f"it when it ends)" if slot.is_file() else ""),
+                      markup=False, highlight=False, soft_wrap=True)
     try:  # refuse before training, not after, when the record could not be written
-        check_record_slot(record_path(results, scale, resolved.name, resolved.recipe.train.seed, resolved.overrides,
-                                      resolved.hash()), resolved.hash())
+        check_record_slot(slot, resolved.hash())
         status = train_run(resolved, run_dir, root or default_root(), resume=resume, overwrite=overwrite,
                            allow_recipe_change=allow_recipe_change, cuda_graphs=cuda_graphs,
                            tokens_per_gpu=tokens_per_gpu)
@@ -218,6 +222,17 @@ def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. reci
         console.print(f"[{colour}]{status['status']}[/{colour}] after {status['step']} updates "
                       f"({status['duration_s']} s){': ' + status['reason'] if status['reason'] else ''}; "
                       f"record {path}")
+
+
+def describe_record(path: Path) -> str:
+    """A committed record in a few words: its status, start and commit."""
+    import json
+    try:
+        rec = json.loads(path.read_text(encoding="utf-8"))
+        return (f"{rec.get('status', '?')}, started {str(rec.get('started', '?'))[:10]}, commit "
+                f"{str(rec.get('commit', '?'))[:7]}")
+    except (ValueError, OSError, AttributeError):
+        return "unreadable"
 
 
 def run_record(run_dir: Path, status: dict, resolved, metrics: dict) -> dict:

@@ -225,3 +225,15 @@ def test_user_round_two_small_surprises(tmp_path, monkeypatch):
     r = runner.invoke(app, ["train", str(repo / "recipes/6L-6L-b2t.yaml"), "--scale", "tiny", "--resume", "--run-dir",
                             str(tmp_path / "fresh"), "--root", str(tmp_path / "data"), "--results", str(tmp_path / "res")])
     assert r.exit_code == 0 and "holds no run to resume; starting a new one" in r.output
+
+
+def test_train_says_which_record_it_writes_and_that_one_exists(tmp_path):
+    from typer.testing import CliRunner
+    from repro.cli import app
+    runner = CliRunner()
+    recipe = str(Path(__file__).resolve().parents[1] / "recipes/6L-6L-b2t.yaml")
+    common = ["--scale", "tiny", "--root", str(tmp_path / "data"), "--results", str(tmp_path / "res")]
+    first = runner.invoke(app, ["train", recipe, *common, "--run-dir", str(tmp_path / "a")])
+    assert first.exit_code == 0 and "this run's record: " in first.output and "one exists" not in first.output
+    second = runner.invoke(app, ["train", recipe, *common, "--run-dir", str(tmp_path / "b")])
+    assert second.exit_code == 0 and "(one exists: completed, started" in second.output
