@@ -6,7 +6,7 @@ import os
 from contextlib import contextmanager
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 console = Console(stderr=True)
 
@@ -24,13 +24,19 @@ class _Bar:
             self.progress.update(self.task, **fields)
 
 
+# The time left is estimated from the pace of the last ten minutes, not rich's default 30 seconds, over which a
+# validation pass or a checkpoint swings it several-fold.
+ETA_WINDOW_S = 600.0
+
+
 @contextmanager
 def progress_bar(description: str, total: float | None, status: str = ""):
     if os.environ.get("LNREPRO_QUIET"):
         yield _Bar(None, None)
         return
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[status]}"),
-                  console=console, transient=False, disable=not console.is_terminal and total is None) as p:
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(bar_width=10), MofNCompleteColumn(),
+                  TimeRemainingColumn(), TextColumn("{task.fields[status]}"),
+                  console=console, transient=False, disable=not console.is_terminal and total is None,
+                  speed_estimate_period=ETA_WINDOW_S) as p:
         task = p.add_task(description, total=total, status=status)
         yield _Bar(p, task)

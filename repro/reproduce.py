@@ -399,6 +399,10 @@ def _run_steps(steps: list[list[str]], gpus: int) -> None:
 def submit(runs: list[PlannedRun], results_dir: Path, data_root: Path, folder: Path, slurm: dict,
            local: bool = False, train_flags: tuple = ()) -> list:
     """One submitit job per run; `local` uses submitit's LocalExecutor (same code path, no cluster)."""
+    import shutil
+    if not local and (shutil.which("srun") is None or shutil.which("sbatch") is None):
+        raise ValueError("--launcher slurm: no SLURM here (srun and sbatch not found); `--launcher "
+                         "submitit-local` runs the same path on this machine")
     try:
         import submitit
     except ImportError:
@@ -408,10 +412,6 @@ def submit(runs: list[PlannedRun], results_dir: Path, data_root: Path, folder: P
         executor = submitit.LocalExecutor(folder=str(folder))
         executor.update_parameters(timeout_min=int(slurm.get("time", 60)), gpus_per_node=0)
     else:
-        import shutil
-        if shutil.which("srun") is None or shutil.which("sbatch") is None:
-            raise ValueError("--launcher slurm: no SLURM here (srun and sbatch not found); `--launcher "
-                             "submitit-local` runs the same path on this machine")
         executor = submitit.AutoExecutor(folder=str(folder), cluster="slurm")
         params = {"timeout_min": int(slurm.get("time", 60)), "gpus_per_node": gpus, "tasks_per_node": 1,
                   "cpus_per_task": int(slurm.get("cpus", 8)), "nodes": 1, "name": "lnrepro"}

@@ -237,3 +237,12 @@ def test_train_says_which_record_it_writes_and_that_one_exists(tmp_path):
     assert first.exit_code == 0 and "this run's record: " in first.output and "one exists" not in first.output
     second = runner.invoke(app, ["train", recipe, *common, "--run-dir", str(tmp_path / "b")])
     assert second.exit_code == 0 and "(one exists: completed, started" in second.output
+
+
+def test_progress_bar_says_pace_learning_rate_and_validation():
+    from repro.progress import ETA_WINDOW_S
+    from repro.train.loop import bar_status
+    row = {"loss": 4.25, "tokens_per_s": 12345.6, "lr": 0.0005}
+    assert bar_status(row, None) == "loss 4.250 12.3k tok/s lr 5e-04"
+    assert bar_status(row, 3.5).endswith(" val 3.50")
+    assert ETA_WINDOW_S >= 300  # the time left from minutes of pace, not rich's 30 seconds

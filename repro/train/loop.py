@@ -63,6 +63,13 @@ def autocast(device: torch.device, precision: str):
     return torch.autocast(device_type=device.type, dtype=dtype)
 
 
+def bar_status(row: dict, valid_nll: float | None) -> str:
+    """What the progress bar says beside the updates: the last logged loss, pace and learning rate, and the last
+    validation NLL."""
+    text = f"loss {row['loss']:.3f} {row['tokens_per_s'] / 1000:.1f}k tok/s lr {row['lr']:.0e}"
+    return text + (f" val {valid_nll:.2f}" if valid_nll is not None else "")
+
+
 def append_jsonl(path: Path, row: dict) -> None:
     with open(path, "a") as f:
         f.write(json.dumps(row) + "\n")
@@ -331,6 +338,7 @@ def _train(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: boo
     new_window = lambda: {"loss": 0.0, "nll": 0.0, "tokens": 0, "updates": 0, "time": time.time(), "grad_norm": 0.0,
                           "skipped": 0}
     window = new_window()  # sums over the updates since the last log line
+    last_valid = None
     failed = None
     model.train()
     with progress_bar(f"train {resolved.name}", r.optim.max_updates) as bar:
@@ -388,12 +396,12 @@ def _train(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: boo
                     failed = failed or health.check(step, row["loss"])
                     if d.main:
                         append_jsonl(log_path, row)
-                        bar.update(status=f"loss {row['loss']:.3f}")
+                        bar.update(status=bar_status(row, last_valid))
                     window = new_window()
                 if failed:
                     break
                 if step % r.train.validate_interval == 0:
-                    v = validate(model, valid_data, r, device, batch_tokens(r))
+                    v = last_valid = validate(model, valid_data, r, device, batch_tokens(r))
                     if d.main:
                         append_jsonl(log_path, {"step": step, "valid_nll": v})
                     failed = health.check_valid(step, v)
