@@ -488,7 +488,7 @@ def reproduce(table_number: int = typer.Argument(..., metavar="TABLE", help="Tab
     except (ValueError, RecipeError) as e:
         fail(str(e))
     stale = rp.stale_records(planned)
-    print(rp.describe_plan(planned), end="")
+    print(rp.describe_plan(planned, jobs if launcher == "local" else 1), end="")
     if plan_only:
         return
     if cuda_graphs:  # refused here, not by every job; a SLURM job's machine is taken to have its GPUs

@@ -451,7 +451,17 @@ def slurm_settings(config: Path | None, flags: dict) -> dict:
     return settings
 
 
-def describe_plan(runs: list[PlannedRun]) -> str:
+def wall_time(estimates: list[float], jobs: int) -> float:
+    """How long runs of these durations take with `jobs` going at once, each started in order as a lane frees (the
+    local launcher's order)."""
+    import heapq
+    lanes = [0.0] * max(jobs, 1)
+    for seconds in estimates:
+        heapq.heappush(lanes, heapq.heappop(lanes) + seconds)
+    return max(lanes)
+
+
+def describe_plan(runs: list[PlannedRun], jobs: int = 1) -> str:
     lines = []
     for r in runs:
         est = "cost unknown"
@@ -463,6 +473,8 @@ def describe_plan(runs: list[PlannedRun]) -> str:
     todo = [r for r in runs if r.state != "done"]
     known = [r.estimate_s for r in todo if r.estimate_s is not None]
     total = f"; about {sum(known) / 3600:.1f} h of runs where earlier runs tell" if known else ""
+    if known and jobs > 1:
+        total += f", {wall_time(known, jobs) / 3600:.1f} h of wall time at {jobs} at once"
     counts = ", ".join(f"{sum(r.state == s for r in runs)} {s}" for s in ("done", "running", "partial", "missing")
                        if s != "running" or any(r.state == s for r in runs))
     return "\n".join(lines + [f"{len(runs)} runs: {counts}{total}"]) + "\n"

@@ -372,3 +372,16 @@ def test_slurm_launcher_off_a_cluster_says_so_in_one_line(tmp_path):
                             "--results", str(tmp_path / "res"), "--root", str(tmp_path / "data")])
     assert r.exit_code == 2 and "no SLURM here" in r.output and "--launcher submitit-local" in r.output
     assert "Traceback" not in r.output
+
+
+def test_plan_states_the_grids_wall_time_under_its_jobs():
+    from repro.reproduce import PlannedRun, describe_plan, wall_time
+    assert wall_time([3600.0] * 4, 2) == 7200.0
+    assert wall_time([3600.0, 60.0, 60.0], 2) == 3600.0
+    assert wall_time([100.0, 200.0], 1) == 300.0
+    runs = [PlannedRun("6L-6L-b2t", "mini", s, Path(f"/tmp/r{s}")) for s in (1, 2, 3, 4)]
+    for r in runs:
+        r.state, r.detail, r.estimate_s, r.estimate_from = "missing", "", 3600.0, ""
+    text = describe_plan(runs, jobs=2)
+    assert "about 4.0 h of runs where earlier runs tell, 2.0 h of wall time at 2 at once" in text
+    assert "wall time" not in describe_plan(runs, jobs=1)
