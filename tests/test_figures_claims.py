@@ -134,3 +134,25 @@ def test_claims_verdicts(tmp_path):
         r = runner.invoke(app, ["claims", "--scale", "mini", "--results", str(tmp_path), "--format", fmt, "--rules", "v1"])
         assert r.exit_code == 0 and "inconclusive" in r.output, r.output
     assert all(len(l) <= 200 for l in runner.invoke(app, ["claims", "--results", str(tmp_path)]).output.splitlines())
+
+
+def test_figures_4_and_8_explain_colour_and_failed_seeds(tmp_path, monkeypatch):
+    """Figure 4's colours have a legend, not a note in the title; Figure 8 says beside a point how many of its seeds
+    failed."""
+    import repro.figures.gradients as gradients
+    import repro.figures.runs as runs_fig
+    from repro.results import log_path, write_record
+    from test_tables import record
+    figs = []
+    monkeypatch.setattr(gradients, "save_figure", lambda fig, *a: figs.append(fig))
+    monkeypatch.setattr(runs_fig, "save_figure", lambda fig, *a: figs.append(fig))
+    gradients.figure_gradients(4, tmp_path / "f4.png", None, 4, 32, 0, tmp_path)
+    labels = [t.get_text() for t in figs[-1].axes[0].get_legend().get_texts()]
+    assert labels == ["residual sum (before a LayerNorm)", "just after a LayerNorm"]
+    for seed, status in ((1, "completed"), (2, "failed"), (3, "failed")):
+        rec = record("18L-18L-post_ln", seed, status, encoder_layers=18, decoder_layers=18, variant="post_ln")
+        path = write_record(tmp_path, rec)
+        log_path(path).write_text(json.dumps({"step": 500, "valid_nll": 4.8}) + "\n")
+    runs_fig.figure_from_runs(8, tmp_path / "f8.png", None, tmp_path, "mini", tmp_path)
+    texts = [t.get_text() for t in figs[-1].axes[0].texts]
+    assert texts == ["2 of 3 seeds failed"]

@@ -111,8 +111,10 @@ def figure_gradients(number: int, out: Path, json_path: Path | None, layers: int
             ax.set_xticks(range(len(probe)), labels, rotation=30, ha="right", fontsize=8)
             ax.set_ylabel("gradient norm")
             ax.set_title(f"Post-LN {name} of {layers}")
-        fig.suptitle(f"Figure {number}: gradient norms inside a Post-LN decoder layer ({when})\n"
-                     f"red: just after a LayerNorm", fontsize=9)
+            from matplotlib.patches import Patch
+            ax.legend(handles=[Patch(color="tab:blue", label="residual sum (before a LayerNorm)"),
+                               Patch(color="tab:red", label="just after a LayerNorm")], fontsize=8)
+        fig.suptitle(f"Figure {number}: gradient norms inside a Post-LN decoder layer ({when})", fontsize=9)
         result = {k: dict(v) for k, v in result.items()}
     fig.tight_layout()
     save_figure(fig, out, json_path, result)

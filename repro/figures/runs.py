@@ -41,13 +41,20 @@ def figure_from_runs(number: int, out: Path, json_path: Path | None, results_dir
         if not data:
             raise ValueError(f"figure {number}: no training logs at scale {scale} for "
                              + ", ".join(f"recipes/{m}.yaml" for m in wanted) + "; " + make_runs(depth, scale))
-    else:  # figure 8: best validation NLL against total layers
+    else:  # figure 8: best validation NLL against total layers, failed seeds counted beside their point
+        failed: dict[tuple[str, int], list[int]] = {}  # (variant, layers) -> [failed seeds, seeds]
         for r in records:
-            if r["status"] != "completed" or r["variant"] not in VARIANT_ORDER:
+            if r["variant"] not in VARIANT_ORDER:
+                continue
+            key = (r["variant"], r["encoder_layers"] + r["decoder_layers"])
+            counts = failed.setdefault(key, [0, 0])
+            counts[1] += 1
+            if r["status"] != "completed":
+                counts[0] += 1
                 continue
             best = min((row["valid_nll"] for row in log(r) if "valid_nll" in row), default=None)
             if best is not None:
-                data.setdefault(r["variant"], []).append((r["encoder_layers"] + r["decoder_layers"], best))
+                data.setdefault(r["variant"], []).append((key[1], best))
         if not data:
             raise ValueError(f"figure 8: no completed MT runs at scale {scale}; train recipes/*-b2t.yaml etc.")
     fig, ax = plt.subplots(figsize=(6, 4))
@@ -55,6 +62,13 @@ def figure_from_runs(number: int, out: Path, json_path: Path | None, results_dir
         if v in data:
             xs, ys = zip(*sorted(data[v]))
             ax.plot(xs, ys, marker="o" if number == 8 else None, label=labels[v])
+    if number == 8:  # a point drawn from the seeds that trained says how many of its seeds failed
+        for (v, x), (k, n) in failed.items():
+            if k and v in data:
+                y = min((y for xx, y in data[v] if xx == x), default=None)
+                if y is not None:
+                    ax.annotate(f"{k} of {n} seeds failed", (x, y), fontsize=7, xytext=(4, 4),
+                                textcoords="offset points")
     ax.set_xlabel("total layers" if number == 8 else "updates")
     ax.set_ylabel({1: "training loss (label-smoothed, nats)", 8: "best validation NLL (nats)"}.get(number, "validation NLL (nats)"))
     ax.set_title(f"Figure {number} at scale '{scale}'" + (f" ({depth})" if depth else ""))
