@@ -156,3 +156,21 @@ def test_tiny_summarization_end_to_end(tiny_root, tmp_path):
     assert set(m["splits"]["test"]) == {"rouge1", "rouge2", "rougeL"}
     csv = runner.invoke(app, ["table", "2", "--scale", "tiny", "--format", "csv", "--results", str(results)]).output
     assert any(l.startswith("2,6L-6L,b2t,R-1,38.43,") and l.endswith(",tiny,ok,1,0") for l in csv.splitlines())
+
+
+def test_prepare_wmt_without_a_network_says_so(tmp_path, monkeypatch):
+    import urllib.error
+    import urllib.request
+    import sacrebleu.utils
+    from repro.data.text import PrepareError
+    from repro.data.wmt import prepare_wmt
+
+    def offline(*a, **k):
+        raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
+    monkeypatch.setattr(urllib.request, "urlopen", offline)
+    monkeypatch.setattr(sacrebleu.utils, "get_source_file", offline)
+    with pytest.raises(PrepareError) as e:
+        prepare_wmt(tmp_path, None)
+    text = str(e.value)
+    assert "10 inputs not found by download (the network is unreachable)" in text
+    assert "download failed: the network is unreachable" in text and "pass --source FOLDER" in text

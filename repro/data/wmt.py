@@ -53,6 +53,16 @@ def verify_or_record_checksum(path: Path) -> None:
         tmp.replace(book)
 
 
+def network_reason(e: Exception) -> str:
+    """Why a download failed, in words a user acts on: an unreachable network says so."""
+    text = str(getattr(e, "reason", None) or e)
+    unreachable = ("Name or service not known", "Temporary failure in name resolution", "Network is unreachable",
+                   "No address associated", "timed out", "Connection refused", "nodename nor servname")
+    if any(u in text for u in unreachable):
+        return f"the network is unreachable: {text}"
+    return text
+
+
 def download(url: str, dest: Path) -> Path:
     if dest.is_file():
         return dest
@@ -67,7 +77,8 @@ def download(url: str, dest: Path) -> Path:
                     bar.advance(len(block))
     except OSError as e:
         tmp.unlink(missing_ok=True)
-        raise PrepareError(f"cannot download {url} ({e}); put {dest.name} in a folder and pass --source") from None
+        raise PrepareError(f"cannot download {url} ({network_reason(e)}); put {dest.name} in a folder and pass "
+                           f"--source") from None
     tmp.replace(dest)
     return dest
 
@@ -101,13 +112,14 @@ def find_training_inputs(source: Path | None, cache: Path) -> tuple[dict, list[s
             found[archive] = (en, de)
             continue
         path = _find_file(source, archive) if source is not None else None
+        why = ""
         if path is None and source is None:
             try:
                 path = download(url, cache / archive)
-            except PrepareError:
-                path = None
+            except PrepareError as e:
+                path, why = None, f" (download failed: {network_reason(e)})"
         if path is None:
-            problems.append(f"{archive} (or its extracted {en_name}/{de_name}) from {url}")
+            problems.append(f"{archive} (or its extracted {en_name}/{de_name}) from {url}{why}")
         else:
             found[archive] = path
     return found, problems
@@ -174,6 +186,8 @@ def prepare_wmt(root: Path, source: Path | None, vocab_size: int = 32000, name: 
         if not cache_existed and cache.is_dir() and not any(cache.iterdir()):
             cache.rmdir()
         where = f"in --source {source}" if source is not None else "by download"
+        if source is None and any("the network is unreachable" in p for p in problems):
+            where += " (the network is unreachable)"
         raise PrepareError(f"wmt: {len(problems)} inputs not found {where}: " + "; ".join(problems)
                            + ". Put them in one folder and pass --source FOLDER")
     pairs = training_pairs(found)
