@@ -174,3 +174,19 @@ def test_prepare_wmt_without_a_network_says_so(tmp_path, monkeypatch):
     text = str(e.value)
     assert "10 inputs not found by download (the network is unreachable)" in text
     assert "download failed: the network is unreachable" in text and "pass --source FOLDER" in text
+
+
+def test_prepare_librispeech_without_a_network_names_every_archive(tmp_path, monkeypatch):
+    import urllib.error
+    import urllib.request
+    from repro.data.librispeech import PAPER_SPLITS, extract_archives
+    from repro.data.text import PrepareError
+
+    def offline(*a, **k):
+        raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
+    monkeypatch.setattr(urllib.request, "urlopen", offline)
+    with pytest.raises(PrepareError) as e:
+        extract_archives(None, tmp_path)
+    text = str(e.value)
+    assert f"{len(PAPER_SPLITS)} archives could not be downloaded (the network is unreachable" in text
+    assert all(f"{name}.tar.gz" in text for name in PAPER_SPLITS)

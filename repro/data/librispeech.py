@@ -85,17 +85,27 @@ def find_split_dirs(source: Path) -> dict[str, list[Path]]:
 
 
 def extract_archives(source: Path | None, root: Path) -> Path:
-    """Archives in `source` (or downloaded) are extracted once under root/downloads; returns the folder to scan."""
+    """Archives in `source` (or downloaded) are extracted once under root/downloads; returns the folder to scan.
+    Every archive is fetched before any is extracted, and one error names every one that could not be."""
     target = root / "downloads" / "librispeech"
+    archives, failed = {}, []
     for name in PAPER_SPLITS:
-        done = target / f".{name}.extracted"
-        if done.is_file():
+        if (target / f".{name}.extracted").is_file():
             continue
         archive = next(iter(sorted(source.rglob(f"{name}.tar.gz"))), None) if source else None
-        if archive is None:
-            if source is not None:
-                continue  # only what --source holds
-            archive = download(OPENSLR.format(name), root / "downloads" / f"{name}.tar.gz")
+        if archive is None and source is None:
+            try:
+                archive = download(OPENSLR.format(name), root / "downloads" / f"{name}.tar.gz")
+            except PrepareError as e:
+                failed.append((OPENSLR.format(name), getattr(e, "reason", str(e))))
+                continue
+        if archive is not None:  # with --source, only what it holds
+            archives[name] = archive
+    if failed:
+        raise PrepareError(f"librispeech: {len(failed)} archives could not be downloaded ({failed[0][1]}): "
+                           + ", ".join(url for url, _ in failed) + "; put them in a folder and pass --source")
+    for name, archive in archives.items():
+        done = target / f".{name}.extracted"
         console.print(f"extracting {archive.name}")
         target.mkdir(parents=True, exist_ok=True)
         with tarfile.open(archive) as tar:

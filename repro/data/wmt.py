@@ -77,8 +77,10 @@ def download(url: str, dest: Path) -> Path:
                     bar.advance(len(block))
     except OSError as e:
         tmp.unlink(missing_ok=True)
-        raise PrepareError(f"cannot download {url} ({network_reason(e)}); put {dest.name} in a folder and pass "
-                           f"--source") from None
+        err = PrepareError(f"cannot download {url} ({network_reason(e)}); put {dest.name} in a folder and pass "
+                           f"--source")
+        err.reason = network_reason(e)  # for callers that list several failed downloads in one line
+        raise err from None
     tmp.replace(dest)
     return dest
 
