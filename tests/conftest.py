@@ -33,3 +33,19 @@ def tiny_root(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_lm_root(tiny_root) -> Path:
     return tiny_root
+
+
+def _results_state() -> dict:
+    root = REPO / "results"
+    return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def results_untouched():
+    """No test writes into the repository's results/: every one trains into its own temporary --results (a training
+    left running in the background that writes there is reported too: give it another --results)."""
+    before = _results_state()
+    yield
+    changed = sorted(k for k, v in _results_state().items() if before.get(k) != v)
+    changed += sorted(set(before) - set(_results_state()))
+    assert not changed, f"tests wrote into the repository's results/: {changed[:5]}"

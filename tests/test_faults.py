@@ -246,3 +246,14 @@ def test_progress_bar_says_pace_learning_rate_and_validation():
     assert bar_status(row, None) == "loss 4.250 12.3k tok/s lr 5e-04"
     assert bar_status(row, 3.5).endswith(" val 3.50")
     assert ETA_WINDOW_S >= 300  # the time left from minutes of pace, not rich's 30 seconds
+
+
+def test_a_tiny_smoke_run_changes_no_committed_file():
+    """`lnrepro train ... --scale tiny` in a clone writes results/tiny/, which git ignores (and none is committed)."""
+    repo = Path(__file__).resolve().parents[1]
+    if not (repo / ".git").exists():
+        pytest.skip("not a git checkout")
+    ignored = subprocess.run(["git", "check-ignore", "-q", "results/tiny/6L-6L-b2t/seed1.json"], cwd=repo)
+    assert ignored.returncode == 0
+    tracked = subprocess.run(["git", "ls-files", "results/tiny"], cwd=repo, capture_output=True, text=True).stdout
+    assert tracked == ""
