@@ -213,6 +213,13 @@ def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. reci
                            tokens_per_gpu=tokens_per_gpu)
     except _known_errors() as e:
         fail(str(e))
+    if status["status"] == "interrupted":  # checkpointed, no record: the run has not ended
+        if int(os.environ.get("RANK", "0")) == 0:
+            again = " ".join(["lnrepro train", str(recipe), "--scale", scale, *(f"--set {x}" for x in set_),
+                              *([f"--seed {seed}"] if seed is not None else []), "--run-dir", str(run_dir), "--resume"])
+            console.print(f"stopped by {status['reason']}, checkpoint written; continue with: {again}",
+                          markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(130)
     if int(os.environ.get("RANK", "0")) == 0:
         try:
             path = write_record(results, run_record(run_dir, status, resolved, metrics={}), Path(run_dir) / "log.jsonl")

@@ -257,3 +257,33 @@ def test_a_tiny_smoke_run_changes_no_committed_file():
     assert ignored.returncode == 0
     tracked = subprocess.run(["git", "ls-files", "results/tiny"], cwd=repo, capture_output=True, text=True).stdout
     assert tracked == ""
+
+
+def test_ctrl_c_checkpoints_the_update_in_flight_and_says_how_to_continue(tiny_root, tmp_path):
+    """SIGINT (or SIGTERM) while training: the update in flight finishes, a checkpoint is written, no record (the run
+    has not ended), exit 130 with the command that continues it; --resume then goes on from there."""
+    import signal
+    import time as _time
+    repo = Path(__file__).resolve().parents[1]
+    run, res = tmp_path / "run", tmp_path / "res"
+    cmd = [sys.executable, "-m", "repro.cli", "train", str(repo / "recipes/6L-6L-b2t.yaml"), "--scale", "tiny",
+           "--root", str(tiny_root), "--results", str(res), "--run-dir", str(run), "--threads", "1",
+           "--set", "optim.max_updates=100000", "--set", "train.save_interval=100000"]
+    env = {**os.environ, "LNREPRO_QUIET": "1"}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    deadline = _time.time() + 120
+    while _time.time() < deadline and not ((run / "log.jsonl").is_file() and
+                                           len((run / "log.jsonl").read_text().splitlines()) >= 3):
+        _time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out
+    assert "stopped by SIGINT at update" in out and "--resume" in out and "Traceback" not in out
+    (ckpt,) = [p for p in run.glob("checkpoint_*.pt")]
+    step = int(ckpt.stem.split("_")[1])
+    assert step >= 3 and not (run / "status.json").exists() and not res.exists()
+    again = cmd[:-4] + ["--set", f"optim.max_updates={step + 2}", "--set", "train.save_interval=100000", "--resume",
+                        "--allow-recipe-change"]
+    done = subprocess.run(again, capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads((run / "status.json").read_text())["step"] == step + 2

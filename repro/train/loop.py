@@ -12,6 +12,8 @@ import json
 import math
 import os
 import random
+import signal
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +63,40 @@ def autocast(device: torch.device, precision: str):
         return contextlib.nullcontext()
     dtype = torch.bfloat16 if precision == "bf16" else torch.float16
     return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+class StopRequest:
+    """SIGINT (Ctrl-C) or SIGTERM while training: the update in flight finishes, a checkpoint is written and the run
+    stops, resumable (`train_run` returns status "interrupted"). A second signal stops at once."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self):
+        self.name: str | None = None
+        self.previous = {}
+
+    def _handle(self, signum, frame):
+        if self.name is not None:
+            raise KeyboardInterrupt
+        self.name = signal.Signals(signum).name
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            self.previous = {s: signal.signal(s, self._handle) for s in self.SIGNALS}
+        return self
+
+    def __exit__(self, *exc):
+        for s, handler in self.previous.items():
+            signal.signal(s, handler)
+
+    def requested(self, world: int, device) -> bool:
+        """Whether to stop after this update: on every process at once (DDP's processes must stop together)."""
+        flag = self.name is not None
+        if world > 1:
+            t = torch.tensor([float(flag)], device=device)
+            dist.all_reduce(t)
+            flag = bool(t.item())
+        return flag
 
 
 def bar_status(row: dict, valid_nll: float | None) -> str:
@@ -340,10 +376,11 @@ def _train(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: boo
     window = new_window()  # sums over the updates since the last log line
     last_valid = None
     failed = None
+    interrupted = False
     model.train()
-    with progress_bar(f"train {resolved.name}", r.optim.max_updates) as bar:
+    with progress_bar(f"train {resolved.name}", r.optim.max_updates) as bar, StopRequest() as stop:
         bar.advance(step)
-        while step < r.optim.max_updates and failed is None:
+        while step < r.optim.max_updates and failed is None and not interrupted:
             batches = rank_batches(token_batches(train_data.sizes, batch_tokens(r), seed, epoch),
                                    d.rank, d.world, update_freq)
             n_updates = len(batches) // update_freq
@@ -409,9 +446,18 @@ def _train(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: boo
                         break
                 if step % r.train.save_interval == 0:
                     save_checkpoint()
+                if stop.requested(d.world, device):
+                    interrupted = True
+                    break
             if position >= n_updates:
                 epoch, position = epoch + 1, 0
 
+    if interrupted:
+        if step % r.train.save_interval:
+            save_checkpoint()
+        # no status.json: the run directory reads as unfinished, resumable from the checkpoint just written
+        status.update({"status": "interrupted", "reason": f"{stop.name} at update {step}", "step": step})
+        return status
     if failed is None and step % r.train.validate_interval:
         v = validate(model, valid_data, r, device, batch_tokens(r))
         if d.main:
