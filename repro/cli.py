@@ -334,6 +334,22 @@ def figure(number: int = typer.Argument(..., help="Figure number: 3, 4 and 7 nee
 
 
 @app.command()
+def curves(run_dirs: List[Path] = typer.Argument(..., help="Run directories (or records' .log.jsonl files)."),
+           out: Path = typer.Option(Path("figures/curves.png"), "--out", help="PNG path."),
+           json_path: Optional[Path] = typer.Option(None, "--json", help="Also write the plotted numbers as JSON.")):
+    """Draw the training loss and validation NLL of any runs into one PNG, from their logs.
+
+    Example: lnrepro curves runs/6L-6L-b2t-mini-s1 runs/6L-6L-pre_ln-mini-s1 --out curves.png
+    """
+    from repro.figures.curves import draw_curves
+    try:
+        draw_curves(run_dirs, out, json_path)
+    except _known_errors() as e:
+        fail(str(e))
+    console.print(f"wrote {out}", markup=False, highlight=False)
+
+
+@app.command()
 def recipes(folder: Path = typer.Argument(Path("recipes"), help="Folder of recipes."),
             check: bool = typer.Option(False, "--check", help="Load every recipe at every scale; exit 2 on the first problem.")):
     """List every recipe (task, variant, depths); with --check, validate them all.

@@ -156,3 +156,22 @@ def test_figures_4_and_8_explain_colour_and_failed_seeds(tmp_path, monkeypatch):
     runs_fig.figure_from_runs(8, tmp_path / "f8.png", None, tmp_path, "mini", tmp_path)
     texts = [t.get_text() for t in figs[-1].axes[0].texts]
     assert texts == ["2 of 3 seeds failed"]
+
+
+def test_curves_of_any_runs_in_one_png(tmp_path):
+    for name, losses in (("a", [5.0, 4.0]), ("b", [6.0, 5.5])):
+        run = tmp_path / name
+        run.mkdir()
+        rows = [{"step": i + 1, "loss": l} for i, l in enumerate(losses)] + [{"step": 2, "valid_nll": losses[-1]}]
+        (run / "log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out, js = tmp_path / "c.png", tmp_path / "c.json"
+    r = runner.invoke(app, ["curves", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(out), "--json", str(js)])
+    assert r.exit_code == 0, r.output
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    data = json.loads(js.read_text())
+    assert data["a"]["loss"] == [[1, 5.0], [2, 4.0]] and data["b"]["valid_nll"] == [[2, 5.5]]
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "log.jsonl").write_text("{not json\n")
+    r = runner.invoke(app, ["curves", str(tmp_path / "bad")])
+    assert r.exit_code == 2 and "line 1 is not JSON" in r.output
+    assert runner.invoke(app, ["curves", str(tmp_path / "none")]).exit_code == 2
