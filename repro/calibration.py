@@ -201,6 +201,35 @@ def read_run(run_dir: Path) -> tuple[dict | None, list[dict]]:
     return status, log
 
 
+def recorded_runs(spec: CalibrationSpec, out_dir: Path) -> int:
+    """How many of the grid's runs have a record in out_dir."""
+    return sum((Path(out_dir) / f"{label(name, w, lr)}.json").is_file() for w, lr in spec.settings()
+               for name in spec.baselines)
+
+
+def cost_line(spec: CalibrationSpec, out_dir: Path, runs: int, jobs: int) -> str:
+    """What training `runs` runs of the grid costs, from the committed records' durations (their machines named):
+    the sum and the wall time with `jobs` at once."""
+    import json
+    from repro.reproduce import wall_time
+    from repro.results import where
+    durations, machines = [], set()
+    for p in sorted(Path(out_dir).glob("*.json")):
+        try:
+            rec = json.loads(p.read_text(encoding="utf-8"))
+        except ValueError:
+            continue
+        updates = rec.get("updates") or rec.get("step") if isinstance(rec, dict) else None  # calibration: `step`
+        if updates and rec.get("duration_s"):
+            durations.append(rec["duration_s"] / updates * spec.max_updates)
+            machines.add(where(rec.get("hardware") or {}))
+    if not durations or not runs:
+        return "no committed record tells their time"
+    each = sum(durations) / len(durations)
+    return (f"about {each / 3600:.1f} h each on {', '.join(sorted(machines))} (the committed records), "
+            f"{wall_time([each] * runs, jobs) / 3600:.1f} h of wall time")
+
+
 def collect(spec: CalibrationSpec, runs_dir: Path, out_dir: Path) -> None:
     """Copy each finished calibration run's record and its training log into out_dir.
 

@@ -572,6 +572,7 @@ def calibrate(task: str = typer.Argument(..., help=f"One of: {', '.join(CALIBRAT
               jobs: int = typer.Option(6, "--jobs", help="Runs at once."),
               threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads per run (default: cores / jobs)."),
               decide_only: bool = typer.Option(False, "--decide-only", help="Apply the rule to the committed records; run nothing."),
+              train_grid: bool = typer.Option(False, "--train", help="Train the grid's runs even where committed records already decide."),
               runs: Path = typer.Option(Path("runs/calibration"), "--runs", help="Where the calibration runs train."),
               root: Path = typer.Option(None, "--root", help="Prepared corpora (default data/ or $LNREPRO_DATA)."),
               results: Path = typer.Option(Path("results"), "--results", help="Folder of run records.")):
@@ -590,11 +591,19 @@ def calibrate(task: str = typer.Argument(..., help=f"One of: {', '.join(CALIBRAT
     except RecipeError as e:
         fail(str(e))
     out_dir = results / spec.scale / "calibration" / task
+    committed = calibration.recorded_runs(spec, out_dir)
+    if not decide_only and not train_grid and committed == len(spec.settings()) * len(spec.baselines):
+        console.print(f"deciding from the {committed} committed calibration records in {out_dir} (`lnrepro calibrate "
+                      f"{task} --train` trains the grid again)", markup=False, highlight=False)
+        decide_only = True
     if not decide_only:
         todo = calibration.jobs(spec, runs / task, root or default_root())
-        console.print(f"{len(todo)} calibration runs to train ({len(spec.settings()) * 2 - len(todo)} already finished)")
+        threads_each = threads or default_threads(jobs, len(todo))
+        console.print(f"{len(todo)} calibration runs to train ({len(spec.settings()) * 2 - len(todo)} already "
+                      f"finished), {spec.max_updates:,} updates each, {min(jobs, len(todo) or 1)} at once: "
+                      + calibration.cost_line(spec, out_dir, len(todo), jobs), markup=False, highlight=False)
         # Each run's record is written as the run ends, so a grid stopped part-way keeps what finished.
-        done = run_jobs(todo, jobs, threads or default_threads(jobs, len(todo)),
+        done = run_jobs(todo, jobs, threads_each,
                         on_finish=lambda job: calibration.collect(spec, runs / task, out_dir))
         calibration.collect(spec, runs / task, out_dir)  # also runs that finished in an earlier, stopped call
         bad = [j.name for j in done if j.state != "done"]

@@ -163,3 +163,24 @@ def test_mini_recipes_use_the_recorded_regime(task):
         assert (o.warmup_updates, o.max_updates) == (regime["warmup_updates"], regime["max_updates"]), path
         if "t_fixup" not in path.name:
             assert o.lr == regime["lr"], path
+
+
+def test_calibrate_decides_from_committed_records_and_states_a_grids_cost(tmp_path, monkeypatch):
+    """With every record of the grid committed, `calibrate TASK` decides from them and trains nothing; before
+    training it says what the runs cost, from the committed records' durations."""
+    import shutil
+    from pathlib import Path
+    from typer.testing import CliRunner
+    from repro import calibration
+    from repro.cli import app
+    repo = Path(__file__).resolve().parents[1]
+    results = tmp_path / "results"
+    shutil.copytree(repo / "results/mini/calibration/mt", results / "mini/calibration/mt")
+    monkeypatch.chdir(repo)  # the specs live in recipes/calibration/
+    r = CliRunner().invoke(app, ["calibrate", "mt", "--results", str(results), "--runs", str(tmp_path / "runs")])
+    assert r.exit_code == 0, r.output
+    assert "deciding from the 6 committed calibration records" in r.output and not (tmp_path / "runs").exists()
+    spec = calibration.load_spec(repo / "recipes/calibration/mt.yaml")
+    line = calibration.cost_line(spec, results / "mini/calibration/mt", 6, 3)
+    assert line.startswith("about ") and "h each on 1 x NVIDIA H100" in line and "h of wall time" in line
+    assert calibration.cost_line(spec, tmp_path / "none", 6, 3) == "no committed record tells their time"
