@@ -356,15 +356,12 @@ def recipes(folder: Path = typer.Argument(Path("recipes"), help="Folder of recip
 
     Example: lnrepro recipes --check
     """
-    from rich.table import Table
-
     from repro.config import SCALES, load_raw, resolve
+    from repro.tables.render import plain_table
     files = sorted(p for p in folder.rglob("*.yaml") if not {"base", "calibration"} & set(p.relative_to(folder).parts))
     if not files:
         fail(f"{folder}: no recipes found")
-    t = Table(title=f"{len(files)} recipes in {folder}")
-    for col in ("recipe", "task", "variant", "depth", "scales"):
-        t.add_column(col)
+    rows = []
     for p in files:
         try:
             res = resolve(p)
@@ -376,8 +373,10 @@ def recipes(folder: Path = typer.Argument(Path("recipes"), help="Folder of recip
             fail(str(e))
         m = res.recipe.model
         depth = f"{m.decoder_layers}L" if res.recipe.task == "lm" else f"{m.encoder_layers}L-{m.decoder_layers}L"
-        t.add_row(str(p), res.recipe.task, m.variant, depth, ",".join(scales))
-    console.print(t)
+        rows.append([str(p), res.recipe.task, m.variant, depth, ",".join(scales)])
+    # plain and aligned: a recipe's path is never cut, whatever the terminal's width
+    print(f"{len(files)} recipes in {folder}\n\n" + plain_table(["recipe", "task", "variant", "depth", "scales"], rows),
+          end="")
     if check:
         console.print(f"[green]all {len(files)} recipes load at every scale they define[/green]")
 

@@ -293,3 +293,20 @@ def test_a_note_stored_with_a_record_is_shown_beside_its_table(tmp_path):
     md = render_table(1, scale="mini", fmt="markdown", results_dir=tmp_path)
     assert md.rstrip().endswith("- 6L-6L B2T connection seed 1: writes one sentence for every source")
     assert "writes one sentence" in json.loads(render_table(1, "mini", "json", tmp_path))["notes"][0]
+
+
+def test_text_format_is_one_plain_table_in_80_columns(tmp_path, monkeypatch):
+    """`--format text` is a plain aligned table, the same in a terminal and in a pipe, names whole, 80 columns."""
+    from rich.console import Console
+    import repro.progress
+    from repro.tables.runs import render_runs
+    fixture_records(tmp_path)
+    piped = render_table(1, scale="mini", fmt="text", results_dir=tmp_path)
+    monkeypatch.setattr(repro.progress, "console", Console(force_terminal=True, width=80))
+    assert render_table(1, scale="mini", fmt="text", results_dir=tmp_path) == piped
+    assert all(len(line) <= 80 for line in piped.splitlines())
+    assert "18L-18L  Post-LN         Average  N/A" in piped and "B2T connection" in piped and "…" not in piped
+    runs = render_runs(tmp_path, "mini", "text")
+    assert runs.splitlines()[2].split() == ["Recipe", "Seed", "Status", "Updates", "Training", "Eval", "Machine"]
+    r = runner.invoke(app, ["recipes"])
+    assert "recipes/gigaword/18L-18L-b2t_noln.yaml" in r.output  # whole, whatever the width

@@ -9,6 +9,7 @@ import csv
 import io
 import json
 import statistics
+import textwrap
 from pathlib import Path
 
 from repro.config import RecipeError, resolve
@@ -184,44 +185,25 @@ def to_csv(rows: list[dict]) -> str:
     return buf.getvalue()
 
 
-def text(spec, columns, rows, scale, paper_version, notes=()) -> str | None:
-    """A rich table on a terminal wide enough for it; otherwise (piped, narrow) the Markdown layout, which never
-    truncates a number."""
-    from rich.table import Table
+def plain_table(headers: list[str], rows: list[list[str]]) -> str:
+    """Columns aligned with two spaces, the last one unpadded: the same in a terminal and in a pipe, and a long
+    last cell never pushes the others apart."""
+    widths = [max(len(str(r[i])) for r in [headers, *rows]) for i in range(len(headers) - 1)]
+    line = lambda cells: "  ".join([*(str(c).ljust(w) for c, w in zip(cells, widths)), str(cells[-1])]).rstrip()
+    return "\n".join([line(headers), *(line(r) for r in rows)]) + "\n"
 
-    from repro.progress import console
-    better_low = spec.task in LOWER_IS_BETTER
-    t = Table(title=f"Table {spec.number}: {spec.title}", caption=_caption(spec, scale, paper_version),
-              caption_justify="left", show_lines=False)
-    t.add_column("Method")
-    for c in columns:
-        t.add_column(c, justify="right")
-    group = None
-    for (g, method), cells in _grid(rows, columns).items():
-        if g != group:
-            t.add_section() if group else None
-            t.add_row(f"[bold]{spec.group_label}: {g}[/bold]")
-            group = g
-        parts = []
-        for c in columns:
-            r = cells[c]
-            ours = _fmt_ours(r)
-            if r["status"] == "failed":
-                ours = f"[red]{ours}[/red]"
-            elif r["status"] != "ok":
-                ours = f"[dim]{ours}[/dim]"
-            cell = f"{_fmt_paper(r['paper'])}\n{ours}"
-            if r["delta"] is not None:
-                good = (r["delta"] < 0) if better_low else (r["delta"] > 0)
-                cell += f"\n[{'green' if good else 'red'}]{r['delta']:+.2f}[/]"
-            parts.append(cell)
-        t.add_row(TITLES[method], *parts)
-    if not console.is_terminal or console.measure(t).maximum > console.width:
-        return markdown(spec, columns, rows, scale, paper_version, notes)
-    console.print(t)
-    for n in notes:
-        console.print(n, markup=False, highlight=False)
-    return None
+
+def text(spec, columns, rows, scale, paper_version, notes=()) -> str:
+    """A plain aligned table, one line per cell (group, method, column): paper, difference, ours; never wider than
+    its longest cell, so it fits 80 columns whatever the table."""
+    lines = [_caption(spec, scale, paper_version).replace("Each cell: paper / ours (difference); ours", "Ours"), ""]
+    short = lambda v: v.replace(pv.FAILED, "failed")  # "Training failed" in a narrow column
+    body = [[r["group"], TITLES[r["method"]], r["metric"], short(_fmt_paper(r["paper"])),
+             "" if r["delta"] is None else f"{r['delta']:+.2f}", short(_fmt_ours(r))] for r in rows]
+    table = plain_table([spec.group_label, "Method", "Column", "Paper", "Diff", "Ours"], body)
+    wrap = lambda t, first="", rest="": "\n".join(textwrap.wrap(t, 80, initial_indent=first, subsequent_indent=rest,
+                                                                break_on_hyphens=False))
+    return wrap(lines[0]) + "\n\n" + table + "".join(wrap(n, "- ", "  ") + "\n" for n in notes)
 
 
 def render_table(number: int, scale: str = "paper", fmt: str = "text", results_dir: Path = Path("results"),

@@ -71,7 +71,7 @@ def _cells(row: dict) -> list[str]:
             evaluation, row["machine"], str(row["stretches"]), row["started"][:10], row["commit"][:7]]
 
 
-def render_runs(results_dir: Path, scale: str, fmt: str = "text") -> str | None:
+def render_runs(results_dir: Path, scale: str, fmt: str = "text") -> str:
     if fmt not in RUN_FORMATS:
         raise ValueError(f"--format {fmt!r}: expected one of {', '.join(RUN_FORMATS)}")
     rows = run_rows(results_dir, scale)
@@ -88,18 +88,14 @@ def render_runs(results_dir: Path, scale: str, fmt: str = "text") -> str | None:
         lines = [f"**{title}**", "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
         lines += ["| " + " | ".join(_cells(r)) + " |" for r in rows]
         return "\n".join(lines) + "\n"
-    from rich.table import Table
-
-    from repro.progress import console
-    table = Table(title=title)
-    for column in COLUMNS:
-        table.add_column(column)
-    for row in rows:
-        table.add_row(*_cells(row))
-    if not console.is_terminal or console.measure(table).maximum > console.width:
-        return render_runs(results_dir, scale, "markdown")  # piped or narrow: never truncate
-    console.print(table)
-    return None
+    # compact, one line a run, the machine last so its long name never pushes the others apart; the other formats
+    # keep every column (stretches, start, commit, where the evaluation ran)
+    from repro.tables.render import plain_table
+    eval_s = lambda r: "none" if r["evaluation_s"] is None else f"{r['evaluation_s']:.0f} s"
+    body = [[r["recipe"], str(r["seed"]), r["status"], str(r["updates"] or "?"), _minutes(r["training_s"]),
+             eval_s(r), r["machine"]] for r in rows]
+    return (f"{title} (all columns: --format markdown)\n\n"
+            + plain_table(["Recipe", "Seed", "Status", "Updates", "Training", "Eval", "Machine"], body))
 
 
 def compared_cells() -> set[str]:
