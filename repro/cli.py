@@ -165,7 +165,8 @@ def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. reci
           threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default $LNREPRO_THREADS or all cores)."),
           cuda_graphs: bool = typer.Option(False, "--cuda-graphs", help=CUDA_GRAPHS_HELP),
           tokens_per_gpu: Optional[int] = typer.Option(None, "--tokens-per-gpu", help=TOKENS_PER_GPU_HELP),
-          precision: Optional[str] = typer.Option(None, "--precision", help=PRECISION_HELP)):
+          precision: Optional[str] = typer.Option(None, "--precision", help=PRECISION_HELP),
+          tensorboard: bool = typer.Option(False, "--tensorboard", help="Also write TensorBoard event files to RUN_DIR/tb (pip install -e '.[tb]').")):
     """Train one table cell. Under torchrun, every process runs this command.
 
     Example: lnrepro train recipes/18L-18L-b2t.yaml --scale mini
@@ -210,7 +211,7 @@ def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. reci
         check_record_slot(slot, resolved.hash())
         status = train_run(resolved, run_dir, root or default_root(), resume=resume, overwrite=overwrite,
                            allow_recipe_change=allow_recipe_change, cuda_graphs=cuda_graphs,
-                           tokens_per_gpu=tokens_per_gpu)
+                           tokens_per_gpu=tokens_per_gpu, tensorboard=tensorboard)
     except _known_errors() as e:
         fail(str(e))
     if status["status"] == "interrupted":  # checkpointed, no record: the run has not ended

@@ -3,6 +3,7 @@
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from repro.claims import evaluate_claims
@@ -175,3 +176,16 @@ def test_curves_of_any_runs_in_one_png(tmp_path):
     r = runner.invoke(app, ["curves", str(tmp_path / "bad")])
     assert r.exit_code == 2 and "line 1 is not JSON" in r.output
     assert runner.invoke(app, ["curves", str(tmp_path / "none")]).exit_code == 2
+
+
+def test_tensorboard_event_files_hold_the_logged_curves(tiny_root, tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    r = runner.invoke(app, ["train", str(Path(__file__).resolve().parents[1] / "recipes/6L-6L-b2t.yaml"), "--scale",
+                            "tiny", "--root", str(tiny_root), "--results", str(tmp_path / "res"), "--run-dir",
+                            str(tmp_path / "run"), "--tensorboard"])
+    assert r.exit_code == 0, r.output
+    events = EventAccumulator(str(tmp_path / "run" / "tb"))
+    events.Reload()
+    assert {"loss", "lr", "grad_norm", "tokens_per_s", "valid_nll"} <= set(events.Tags()["scalars"])
+    log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    assert [e.value for e in events.Scalars("loss")] == pytest.approx([row["loss"] for row in log if "loss" in row])

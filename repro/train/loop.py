@@ -209,15 +209,46 @@ def describe_batching(recipe, tokens_per_gpu: int | None, world: int) -> str:
             f"{per_batch * recipe.optim.gpus_per_update:,} tokens per update, the recipe's")
 
 
+class TensorBoard:
+    """`train --tensorboard`: every log row and validation also as TensorBoard scalars in run_dir/tb (the optional
+    `tensorboard` package, `pip install -e '.[tb]'`); a resumed run drops the events after its checkpoint."""
+
+    def __init__(self, run_dir: Path, step: int):
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError:
+            raise ValueError("--tensorboard needs the tensorboard package: pip install -e '.[tb]'") from None
+        self.writer = SummaryWriter(str(Path(run_dir) / "tb"), purge_step=step or None)
+
+    def row(self, row: dict) -> None:
+        for key in ("loss", "nll", "grad_norm", "lr", "tokens_per_s", "valid_nll", "loss_scale"):
+            if key in row:
+                self.writer.add_scalar(key, row[key], row["step"])
+        self.writer.flush()
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def check_tensorboard() -> None:
+    """Refuse --tensorboard before any work where the package is missing (one line)."""
+    try:
+        import torch.utils.tensorboard  # noqa: F401
+    except ImportError:
+        raise ValueError("--tensorboard needs the tensorboard package: pip install -e '.[tb]'") from None
+
+
 def train_run(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: bool = False,
               overwrite: bool = False, allow_recipe_change: bool = False, cuda_graphs: bool = False,
-              tokens_per_gpu: int | None = None) -> dict:
+              tokens_per_gpu: int | None = None, tensorboard: bool = False) -> dict:
     """Train one run. A directory holding a run is continued only with `resume` (and the same recipe unless
     `allow_recipe_change`) and replaced only with `overwrite`; it is locked while in use. `cuda_graphs`: replay
     each batch's forward and backward as a CUDA graph (repro/train/graphs.py). `tokens_per_gpu`: a GPU's batch,
     a multiple of the recipe's; the update stays the recipe's (`batches_per_forward`)."""
     run_dir = Path(run_dir)
     batches_per_forward(resolved.recipe, tokens_per_gpu, int(os.environ.get("WORLD_SIZE", "1")))  # refuse early
+    if tensorboard:
+        check_tensorboard()
     if cuda_graphs:  # before the run directory is touched
         check_graphable(resolved.recipe, "cuda" if torch.cuda.is_available() else "cpu",
                         int(os.environ.get("WORLD_SIZE", "1")))
@@ -226,11 +257,12 @@ def train_run(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: 
                       tokens_per_gpu)
     with run_lock(run_dir):
         return _train(resolved, run_dir, data_root, resume, overwrite, allow_recipe_change, cuda_graphs,
-                      tokens_per_gpu)
+                      tokens_per_gpu, tensorboard)
 
 
 def _train(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: bool, overwrite: bool,
-           allow_recipe_change: bool, cuda_graphs: bool, tokens_per_gpu: int | None = None) -> dict:
+           allow_recipe_change: bool, cuda_graphs: bool, tokens_per_gpu: int | None = None,
+           tensorboard: bool = False) -> dict:
     r = resolved.recipe
     existing = describe_run(run_dir)
     if existing and not resume and not overwrite:
@@ -377,6 +409,7 @@ def _train(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: boo
     last_valid = None
     failed = None
     interrupted = False
+    tb = TensorBoard(run_dir, step) if tensorboard and d.main else None
     model.train()
     with progress_bar(f"train {resolved.name}", r.optim.max_updates) as bar, StopRequest() as stop:
         bar.advance(step)
@@ -434,6 +467,8 @@ def _train(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: boo
                     if d.main:
                         append_jsonl(log_path, row)
                         bar.update(status=bar_status(row, last_valid))
+                        if tb:
+                            tb.row(row)
                     window = new_window()
                 if failed:
                     break
@@ -441,6 +476,8 @@ def _train(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: boo
                     v = last_valid = validate(model, valid_data, r, device, batch_tokens(r))
                     if d.main:
                         append_jsonl(log_path, {"step": step, "valid_nll": v})
+                        if tb:
+                            tb.row({"step": step, "valid_nll": v})
                     failed = health.check_valid(step, v)
                     if failed:
                         break
@@ -452,6 +489,8 @@ def _train(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: boo
             if position >= n_updates:
                 epoch, position = epoch + 1, 0
 
+    if tb:
+        tb.close()
     if interrupted:
         if step % r.train.save_interval:
             save_checkpoint()
