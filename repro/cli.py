@@ -24,7 +24,8 @@ def default_root() -> Path:
 
 
 def fail(message: str, code: int = 2):
-    console.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    from rich.text import Text
+    console.print(Text.assemble(("error:", "red"), " ", str(message)), soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -199,7 +200,7 @@ def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. reci
     run_dir = run_dir or Path("runs") / f"{resolved.name.replace('/', '-')}-{scale}-s{resolved.recipe.train.seed}"
     check_folder(run_dir, "--run-dir")
     if resolved.recipe.optim.warmup_updates >= resolved.recipe.optim.max_updates and variant_warms(resolved):
-        console.print(f"[yellow]warning:[/yellow] optim.warmup_updates {resolved.recipe.optim.warmup_updates} >= "
+        console.print(f"warning: optim.warmup_updates {resolved.recipe.optim.warmup_updates} >= "
                       f"optim.max_updates {resolved.recipe.optim.max_updates}: this run never leaves warmup",
                       soft_wrap=True)
     slot = record_path(results, scale, resolved.name, resolved.recipe.train.seed, resolved.overrides, resolved.hash())
@@ -227,9 +228,8 @@ def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. reci
         except _known_errors() as e:
             fail(f"{e} (the run itself is complete in {run_dir}: `lnrepro evaluate` writes its record again)")
         colour = "green" if status["status"] == "completed" else "yellow"
-        console.print(f"[{colour}]{status['status']}[/{colour}] after {status['step']} updates "
-                      f"({status['duration_s']} s){': ' + status['reason'] if status['reason'] else ''}; "
-                      f"record {path}")
+        console.print(f"{status['status']} after {status['step']} updates ({status['duration_s']} s)"
+                      f"{': ' + status['reason'] if status['reason'] else ''}; record {path}", style=colour)
 
 
 def describe_record(path: Path) -> str:
@@ -379,7 +379,7 @@ def recipes(folder: Path = typer.Argument(Path("recipes"), help="Folder of recip
     print(f"{len(files)} recipes in {folder}\n\n" + plain_table(["recipe", "task", "variant", "depth", "scales"], rows),
           end="")
     if check:
-        console.print(f"[green]all {len(files)} recipes load at every scale they define[/green]")
+        console.print(f"all {len(files)} recipes load at every scale they define", style="green")
 
 
 @app.command()

@@ -90,7 +90,8 @@ def _view(jobs: list[Job]):
         update, loss = _progress(j) if j.state in ("running", "done", "failed") else ("", "")
         spent = (j.finished or time.time()) - j.started if j.started else 0
         colour = {"done": "green", "failed": "red", "running": "cyan"}.get(j.state, "dim")
-        t.add_row(j.name, f"[{colour}]{j.state}[/]", update, loss, f"{spent / 60:.1f} min" if spent else "")
+        from rich.text import Text
+        t.add_row(Text(j.name), Text(j.state, style=colour), update, loss, f"{spent / 60:.1f} min" if spent else "")
     return t
 
 

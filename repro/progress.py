@@ -8,7 +8,8 @@ from contextlib import contextmanager
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-console = Console(stderr=True)
+# Markup off: every message may hold user text (a path, a recipe value), printed as it is.
+console = Console(stderr=True, markup=False, highlight=False)
 
 
 class _Bar:
@@ -34,7 +35,7 @@ def progress_bar(description: str, total: float | None, status: str = ""):
     if os.environ.get("LNREPRO_QUIET"):
         yield _Bar(None, None)
         return
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(bar_width=10), MofNCompleteColumn(),
+    with Progress(TextColumn("{task.description}", style="bold", markup=False), BarColumn(bar_width=10), MofNCompleteColumn(),
                   TimeRemainingColumn(), TextColumn("{task.fields[status]}"),
                   console=console, transient=False, disable=not console.is_terminal and total is None,
                   speed_estimate_period=ETA_WINDOW_S) as p:

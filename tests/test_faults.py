@@ -287,3 +287,19 @@ def test_ctrl_c_checkpoints_the_update_in_flight_and_says_how_to_continue(tiny_r
     done = subprocess.run(again, capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert json.loads((run / "status.json").read_text())["step"] == step + 2
+
+
+def test_user_text_is_printed_literally(tmp_path):
+    """Brackets in a value, a path or a recipe are text, never markup: no crash, nothing swallowed."""
+    from typer.testing import CliRunner
+    from repro.cli import app
+    runner = CliRunner()
+    recipe = str(Path(__file__).resolve().parents[1] / "recipes/6L-6L-b2t.yaml")
+    for value in ("a[/b]", "[red]x", "x[bold]"):
+        r = runner.invoke(app, ["train", recipe, "--set", f"model.variant={value}", "--print-config"])
+        assert r.exit_code == 2 and f"'{value}' is not a known variant" in r.output, r.output
+    odd = tmp_path / "we[ird]"
+    odd.mkdir()
+    (odd / "r.yaml").write_text("task: 'x[/y]'\n")
+    r = runner.invoke(app, ["train", str(odd / "r.yaml"), "--print-config"])
+    assert r.exit_code == 2 and "we[ird]" in r.output and "'x[/y]'" in r.output, r.output

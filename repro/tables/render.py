@@ -310,6 +310,7 @@ def _simple(rows: list[dict], fmt: str, title: str, scale: str) -> str | None:
         lines += [r"\bottomrule", r"\end{tabular}"]
         return "\n".join(lines).replace("β", r"$\beta$") + "\n"
     from rich.table import Table
+    from rich.text import Text
 
     from repro.progress import console
     t = Table(title=title)
@@ -318,8 +319,9 @@ def _simple(rows: list[dict], fmt: str, title: str, scale: str) -> str | None:
     for r in rows:
         ours = show(r["ours"])
         if r["status"] == "differs":
-            ours = f"[yellow]{ours}[/yellow]"
-        t.add_row(r["group"], r["method"], r["metric"], str(r["paper"]), ours)
+            ours = Text(ours, style="yellow")
+        t.add_row(Text(r["group"]), Text(r["method"]), Text(r["metric"]), Text(str(r["paper"])),
+                  ours if isinstance(ours, Text) else Text(ours))
     if not console.is_terminal or console.measure(t).maximum > console.width:
         return _simple(rows, "markdown", title, scale)  # piped or narrow: never truncate
     console.print(t)
