@@ -16,6 +16,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=N
                   help="Reproduce 'On Layer Normalizations and Residual Connections in Transformers' "
                        "(Takase et al. 2022): prepare data, train a table cell, evaluate it, compare with the paper.")
 
+MAX_THREADS = 4 * (os.cpu_count() or 1)  # more threads than that only slows a run down
 DATASETS = ("wmt", "wmt-sample", "multi30k", "gigaword", "wikitext103", "librispeech", "speech-mini", "tiny")
 
 
@@ -35,6 +36,21 @@ def check_folder(path: Path, option: str) -> None:
         if parent.exists():
             if not parent.is_dir():
                 fail(f"{option} {path}: {parent} is a file, not a folder")
+            return
+
+
+def check_results(results: Path) -> None:
+    """A command that reads records needs their folder: a missing one would print tables of "not run"."""
+    if not results.is_dir():
+        fail(f"--results {results}: no such folder of run records")
+
+
+def check_writable(path: Path, option: str) -> None:
+    """A folder a command will write into must be writable: refused before the work, not after it."""
+    for parent in [path, *path.parents]:
+        if parent.exists():
+            if not os.access(parent, os.W_OK):
+                fail(f"{option} {path}: {parent} is not writable")
             return
 
 
@@ -85,7 +101,7 @@ def _known_errors():
 def prepare(dataset: str = typer.Argument(..., help=f"One of: {', '.join(DATASETS)}."),
             root: Path = typer.Option(None, "--root", help="Where prepared corpora live (default data/ or $LNREPRO_DATA)."),
             source: Optional[Path] = typer.Option(None, "--source", help="Folder with the raw archives or files, instead of downloading."),
-            vocab_size: Optional[int] = typer.Option(None, "--vocab-size", help="SentencePiece vocabulary size (default: the paper's for the dataset).")):
+            vocab_size: Optional[int] = typer.Option(None, "--vocab-size", min=100, max=1_000_000, help="SentencePiece vocabulary size (default: the paper's for the dataset).")):
     """Download (or read from --source), preprocess and binarize a corpus.
 
     Example: lnrepro prepare multi30k --source ../shared/data/multi30k
@@ -163,7 +179,7 @@ def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. reci
           print_config: bool = typer.Option(False, "--print-config", help="Print the resolved recipe and exit."),
           root: Path = typer.Option(None, "--root", help="Prepared corpora (default data/ or $LNREPRO_DATA)."),
           results: Path = typer.Option(Path("results"), "--results", help="Where run records are written."),
-          threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default $LNREPRO_THREADS or all cores)."),
+          threads: Optional[int] = typer.Option(None, "--threads", min=1, max=MAX_THREADS, help="CPU threads (default $LNREPRO_THREADS or all cores)."),
           cuda_graphs: bool = typer.Option(False, "--cuda-graphs", help=CUDA_GRAPHS_HELP),
           tokens_per_gpu: Optional[int] = typer.Option(None, "--tokens-per-gpu", help=TOKENS_PER_GPU_HELP),
           precision: Optional[str] = typer.Option(None, "--precision", help=PRECISION_HELP),
@@ -190,7 +206,10 @@ def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. reci
         print(f"# {recipe} at scale {scale}\n# batching: {batching}\n" + dump_yaml(resolved.recipe), end="")
         return
     set_threads(threads)
+    if run_dir is not None and str(run_dir).strip() in ("", "."):
+        fail(f"--run-dir {str(run_dir)!r}: names no run folder (a run needs a folder of its own)")
     check_folder(results, "--results")
+    check_writable(results, "--results")
     check_folder(root or default_root(), "--root")
     if scale == "tiny":  # the tiny corpora are generated, so a smoke test needs no prepare step
         from repro.data.tiny import ensure_tiny_corpora
@@ -260,7 +279,7 @@ def run_record(run_dir: Path, status: dict, resolved, metrics: dict) -> dict:
 def evaluate(run: Path = typer.Argument(..., help="A run directory written by `lnrepro train`."),
              root: Path = typer.Option(None, "--root", help="Prepared corpora (default data/ or $LNREPRO_DATA)."),
              results: Path = typer.Option(Path("results"), "--results", help="Where run records are written."),
-             threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default $LNREPRO_THREADS or all cores).")):
+             threads: Optional[int] = typer.Option(None, "--threads", min=1, max=MAX_THREADS, help="CPU threads (default $LNREPRO_THREADS or all cores).")):
     """Average the last checkpoints, decode/score every test split, write metrics.json and the run's record.
 
     Example: lnrepro evaluate runs/6L-6L-b2t-mini-s1
@@ -295,6 +314,8 @@ def table(number: int = typer.Argument(..., help="Table number: the paper's 1 to
     Example: lnrepro table 1 --scale mini --format markdown
     """
     check_scale(scale)
+    if number not in (7,):  # Table 7 is read from the recipes alone
+        check_results(results)
     from repro.tables.render import render_table
     try:
         out = render_table(number, scale=scale, fmt=fmt, results_dir=results, paper_version=paper_version)
@@ -308,9 +329,9 @@ def table(number: int = typer.Argument(..., help="Table number: the paper's 1 to
 def figure(number: int = typer.Argument(..., help="Figure number: 3, 4 and 7 need no data or runs."),
            out: Optional[Path] = typer.Option(None, "--out", help="PNG path (default figures/figure<N>.png)."),
            json_path: Optional[Path] = typer.Option(None, "--json", help="Also write the plotted numbers as JSON."),
-           layers: int = typer.Option(18, "--layers", help="Figures 3/4/7: encoder and decoder depth."),
-           d_model: int = typer.Option(512, "--d-model", help="Figures 3/4/7: model width."),
-           updates: int = typer.Option(0, "--updates", help="Figures 3/4/7: train this many updates first."),
+           layers: int = typer.Option(18, "--layers", min=1, max=200, help="Figures 3/4/7: encoder and decoder depth."),
+           d_model: int = typer.Option(512, "--d-model", min=8, max=8192, help="Figures 3/4/7: model width."),
+           updates: int = typer.Option(0, "--updates", min=0, max=1_000_000, help="Figures 3/4/7: train this many updates first."),
            root: Path = typer.Option(None, "--root", help="Prepared corpora: a batch of wmt16_ende is used when present."),
            scale: str = typer.Option("mini", "--scale", help="Figures from runs: whose records to plot."),
            results: Path = typer.Option(Path("results"), "--results", help="Folder of run records.")):
@@ -319,6 +340,10 @@ def figure(number: int = typer.Argument(..., help="Figure number: 3, 4 and 7 nee
     Example: lnrepro figure 3 --out fig3.png --json fig3.json
     """
     check_scale(scale)
+    if d_model % 8:
+        fail(f"--d-model {d_model}: must be a multiple of the 8 attention heads")
+    if number in (1, 5, 6, 8, 9):
+        check_results(results)
     out = out or Path("figures") / f"figure{number}.png"
     try:
         if number in (3, 4, 7):
@@ -393,6 +418,7 @@ def claims(scale: str = typer.Option("mini", "--scale", help="Whose records to j
     Example: lnrepro claims --scale mini --format markdown
     """
     check_scale(scale)
+    check_results(results)
     from repro.claims import render_changed, render_claims
     from repro.judging import RULES
     if rules not in RULES:
@@ -415,6 +441,7 @@ def report(scale: str = typer.Option("mini", "--scale", help="Whose records the 
     Example: lnrepro report --scale mini
     """
     check_scale(scale)
+    check_results(results)
     check_folder(docs, "--docs")
     from repro.report import write_pages
     try:
@@ -457,6 +484,7 @@ def runs(scale: str = typer.Option("mini", "--scale", help="Whose records to lis
     Example: lnrepro runs --scale mini --format markdown; lnrepro runs --scale mini --missing
     """
     check_scale(scale)
+    check_results(results)
     from repro.tables.runs import render_missing, render_runs
     try:
         out = render_missing(results, scale, fmt) if missing else render_runs(results, scale, fmt)
@@ -471,7 +499,7 @@ def reproduce(table_number: int = typer.Argument(..., metavar="TABLE", help="Tab
               scale: str = typer.Option("paper", "--scale", help="paper, mini or tiny."),
               seeds: int = typer.Option(1, "--seeds", help="Seeds 1..N per cell."),
               jobs: int = typer.Option(2, "--jobs", help="Runs at once (local launcher)."),
-              threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads per run (default: cores / jobs)."),
+              threads: Optional[int] = typer.Option(None, "--threads", min=1, max=MAX_THREADS, help="CPU threads per run (default: cores / jobs)."),
               launcher: str = typer.Option("local", "--launcher", help="local, slurm, or submitit-local (the SLURM path on this machine)."),
               plan_only: bool = typer.Option(False, "--plan", help="Print the runs, what is done, partial or missing; run nothing."),
               cells: List[str] = typer.Option([], "--cells", help="GROUP or GROUP:METHOD, e.g. 6L-6L or 18L-18L:b2t (repeatable)."),
@@ -570,7 +598,7 @@ CALIBRATION_TASKS = ("mt", "gigaword", "wikitext103", "librispeech")
 @app.command()
 def calibrate(task: str = typer.Argument(..., help=f"One of: {', '.join(CALIBRATION_TASKS)} (spec: recipes/calibration/TASK.yaml)."),
               jobs: int = typer.Option(6, "--jobs", help="Runs at once."),
-              threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads per run (default: cores / jobs)."),
+              threads: Optional[int] = typer.Option(None, "--threads", min=1, max=MAX_THREADS, help="CPU threads per run (default: cores / jobs)."),
               decide_only: bool = typer.Option(False, "--decide-only", help="Apply the rule to the committed records; run nothing."),
               train_grid: bool = typer.Option(False, "--train", help="Train the grid's runs even where committed records already decide."),
               runs: Path = typer.Option(Path("runs/calibration"), "--runs", help="Where the calibration runs train."),
@@ -634,7 +662,24 @@ def calibrate(task: str = typer.Argument(..., help=f"One of: {', '.join(CALIBRAT
 
 
 def entry():
-    app()
+    """The `lnrepro` command: a wrong argument or option is one line naming it, exit 2 (click's default is three)."""
+    import sys
+
+    from rich.text import Text
+    usage_error = typer.BadParameter.__mro__[1]  # the UsageError of the click that typer carries
+    try:
+        code = app(standalone_mode=False)
+    except usage_error as e:
+        if type(e).__name__ == "NoArgsIsHelpError":  # `lnrepro` alone: the help, as before
+            print(e.format_message())
+            sys.exit(2)
+        where = e.ctx.command_path if getattr(e, "ctx", None) is not None else "lnrepro"
+        console.print(Text.assemble(("error:", "red"), f" {where}: {e.format_message()} (see {where} --help)"),
+                      soft_wrap=True)
+        sys.exit(2)
+    except typer.Abort:
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

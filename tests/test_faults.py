@@ -215,7 +215,8 @@ def test_user_round_two_small_surprises(tmp_path, monkeypatch):
     repo = Path(__file__).resolve().parents[1]
     md = runner.invoke(app, ["table", "7", "--format", "markdown"]).output
     assert "| Machine Translation | Learning rate | Learning rate | 0.001 | 0.001 |" in md
-    out = runner.invoke(app, ["figure", "9", "--results", str(tmp_path / "none"), "--out", str(tmp_path / "f.png")])
+    (tmp_path / "empty").mkdir()
+    out = runner.invoke(app, ["figure", "9", "--results", str(tmp_path / "empty"), "--out", str(tmp_path / "f.png")])
     assert out.exit_code == 2 and "lnrepro train recipes/36L-36L-b2t.yaml --scale mini" in out.output
     assert (repo / "recipes/36L-36L-b2t.yaml").is_file()
     monkeypatch.chdir(tmp_path)
@@ -303,3 +304,39 @@ def test_user_text_is_printed_literally(tmp_path):
     (odd / "r.yaml").write_text("task: 'x[/y]'\n")
     r = runner.invoke(app, ["train", str(odd / "r.yaml"), "--print-config"])
     assert r.exit_code == 2 and "we[ird]" in r.output and "'x[/y]'" in r.output, r.output
+
+
+def test_arguments_out_of_range_are_one_line_before_any_work(tmp_path, monkeypatch):
+    """Each: exit 2, one line naming the option, nothing trained or written."""
+    repo = Path(__file__).resolve().parents[1]
+    recipe = str(repo / "recipes/6L-6L-b2t.yaml")
+    env = {**os.environ, "LNREPRO_QUIET": "1"}
+    cases = [
+        (["train", recipe, "--scale", "tiny", "--threads", "1000000"], "--threads"),
+        (["train", recipe, "--scale", "tiny", "--threads", "0"], "--threads"),
+        (["reproduce", "1", "--scale", "tiny", "--threads", "-3"], "--threads"),
+        (["train", recipe, "--scale", "tiny", "--run-dir", ""], "--run-dir"),
+        (["train", recipe, "--seed", "abc"], "--seed"),
+        (["prepare", "multi30k", "--vocab-size", "0"], "--vocab-size"),
+        (["prepare", "multi30k", "--vocab-size", "-5"], "--vocab-size"),
+        (["figure", "3", "--layers", "0"], "--layers"),
+        (["figure", "3", "--d-model", "0"], "--d-model"),
+        (["figure", "3", "--d-model", "12"], "--d-model"),
+        (["figure", "3", "--updates", "-5"], "--updates"),
+        (["table", "1", "--results", str(tmp_path / "nonexistent")], "--results"),
+        (["claims", "--results", str(tmp_path / "nonexistent")], "--results"),
+    ]
+    for args, option in cases:
+        r = subprocess.run([sys.executable, "-m", "repro.cli", *args], capture_output=True, text=True, env=env,
+                           cwd=tmp_path, timeout=120)
+        lines = [l for l in (r.stdout + r.stderr).splitlines() if l.strip()]
+        assert r.returncode == 2 and len(lines) == 1 and option in lines[0], (args, r.stdout + r.stderr)
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "results").exists()
+    # a --results folder that cannot be written is refused before training (root can write anywhere: simulated)
+    from typer.testing import CliRunner
+    import repro.cli
+    real_access = os.access
+    monkeypatch.setattr(repro.cli.os, "access", lambda path, mode: False if mode == os.W_OK else real_access(path, mode))
+    r = CliRunner().invoke(repro.cli.app, ["train", recipe, "--scale", "tiny", "--results", str(tmp_path / "ro"),
+                                           "--run-dir", str(tmp_path / "run")])
+    assert r.exit_code == 2 and "is not writable" in r.output and not (tmp_path / "run").exists()
