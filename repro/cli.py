@@ -144,6 +144,7 @@ def prepare(dataset: str = typer.Argument(..., help=f"One of: {', '.join(DATASET
     console.print(f"prepared {meta['corpus']} in {root / meta['corpus']} (vocabulary {meta['vocab_size']:,})")
 
 
+REPLACE_HELP = "Replace the finished record of another run that holds this run's slot (it is never replaced otherwise)."
 TOKENS_PER_GPU_HELP = ("Tokens each GPU takes per forward, a multiple of the recipe's data.max_tokens: fewer, larger "
                        "forwards make the same update (the same batches); the record says which was used.")
 PRECISION_HELP = ("fp32, bf16 or fp16 (with dynamic loss scaling): train.precision; another than the recipe's is an "
@@ -183,7 +184,8 @@ def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. reci
           cuda_graphs: bool = typer.Option(False, "--cuda-graphs", help=CUDA_GRAPHS_HELP),
           tokens_per_gpu: Optional[int] = typer.Option(None, "--tokens-per-gpu", help=TOKENS_PER_GPU_HELP),
           precision: Optional[str] = typer.Option(None, "--precision", help=PRECISION_HELP),
-          tensorboard: bool = typer.Option(False, "--tensorboard", help="Also write TensorBoard event files to RUN_DIR/tb (pip install -e '.[tb]').")):
+          tensorboard: bool = typer.Option(False, "--tensorboard", help="Also write TensorBoard event files to RUN_DIR/tb (pip install -e '.[tb]')."),
+          replace_record: bool = typer.Option(False, "--replace-record", help=REPLACE_HELP)):
     """Train one table cell. Under torchrun, every process runs this command.
 
     Example: lnrepro train recipes/18L-18L-b2t.yaml --scale mini
@@ -224,11 +226,10 @@ def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. reci
                       soft_wrap=True)
     slot = record_path(results, scale, resolved.name, resolved.recipe.train.seed, resolved.overrides, resolved.hash())
     if int(os.environ.get("RANK", "0")) == 0 and not print_config:
-        console.print(f"this run's record: {slot}" + (f" (one exists: {describe_record(slot)}; this run's replaces "
-                                                      f"it when it ends)" if slot.is_file() else ""),
-                      markup=False, highlight=False, soft_wrap=True)
+        console.print(f"this run's record: {slot}" + (f" (one exists: {describe_record(slot)})" if slot.is_file()
+                                                      else ""), soft_wrap=True)
     try:  # refuse before training, not after, when the record could not be written
-        check_record_slot(slot, resolved.hash())
+        check_record_slot(slot, resolved.hash(), run_dir, replace_record)
         status = train_run(resolved, run_dir, root or default_root(), resume=resume, overwrite=overwrite,
                            allow_recipe_change=allow_recipe_change, cuda_graphs=cuda_graphs,
                            tokens_per_gpu=tokens_per_gpu, tensorboard=tensorboard)
@@ -243,7 +244,8 @@ def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. reci
         raise typer.Exit(130)
     if int(os.environ.get("RANK", "0")) == 0:
         try:
-            path = write_record(results, run_record(run_dir, status, resolved, metrics={}), Path(run_dir) / "log.jsonl")
+            path = write_record(results, run_record(run_dir, status, resolved, metrics={}), Path(run_dir) / "log.jsonl",
+                                replace=replace_record)
         except _known_errors() as e:
             fail(f"{e} (the run itself is complete in {run_dir}: `lnrepro evaluate` writes its record again)")
         colour = "green" if status["status"] == "completed" else "yellow"
@@ -279,7 +281,8 @@ def run_record(run_dir: Path, status: dict, resolved, metrics: dict) -> dict:
 def evaluate(run: Path = typer.Argument(..., help="A run directory written by `lnrepro train`."),
              root: Path = typer.Option(None, "--root", help="Prepared corpora (default data/ or $LNREPRO_DATA)."),
              results: Path = typer.Option(Path("results"), "--results", help="Where run records are written."),
-             threads: Optional[int] = typer.Option(None, "--threads", min=1, max=MAX_THREADS, help="CPU threads (default $LNREPRO_THREADS or all cores).")):
+             threads: Optional[int] = typer.Option(None, "--threads", min=1, max=MAX_THREADS, help="CPU threads (default $LNREPRO_THREADS or all cores)."),
+             replace_record: bool = typer.Option(False, "--replace-record", help=REPLACE_HELP)):
     """Average the last checkpoints, decode/score every test split, write metrics.json and the run's record.
 
     Example: lnrepro evaluate runs/6L-6L-b2t-mini-s1
@@ -290,6 +293,9 @@ def evaluate(run: Path = typer.Argument(..., help="A run directory written by `l
     from repro.results import write_record
     try:
         status, resolved = load_run(run)
+        from repro.results import check_record_slot, record_path
+        check_record_slot(record_path(results, resolved.scale, resolved.name, resolved.recipe.train.seed,
+                                      resolved.overrides, resolved.hash()), resolved.hash(), run, replace_record)
         metrics = evaluate_run(run, root or default_root())
     except _known_errors() as e:
         fail(str(e))
@@ -297,7 +303,7 @@ def evaluate(run: Path = typer.Argument(..., help="A run directory written by `l
         console.print(f"run {run} has status {status['status']} ({status.get('reason', '')}): nothing to decode")
     try:
         path = write_record(results, run_record(run, status, resolved, metrics if status["status"] == "completed" else {}),
-                            Path(run) / "log.jsonl")
+                            Path(run) / "log.jsonl", replace=replace_record)
     except _known_errors() as e:
         fail(str(e))
     console.print(f"record {path}")

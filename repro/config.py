@@ -219,6 +219,8 @@ class ResolvedRecipe:
     scale: str
     recipe: Recipe
     overrides: list[str]
+    trained_hash: str | None = None
+    """A run's own hash, where its recipe file has changed since (`recipe_of_run`): the record keeps what trained."""
 
     @property
     def name(self) -> str:
@@ -231,6 +233,8 @@ class ResolvedRecipe:
     def hash(self) -> str:
         """Hash of the resolved settings but the seed: two runs with the same hash ran the same recipe (the seed is
         part of a record's key, not of its recipe)."""
+        if self.trained_hash:
+            return self.trained_hash
         d = self.recipe.to_dict()
         d["train"].pop("seed")
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
@@ -562,3 +566,23 @@ def field_docs(cls=Recipe, prefix: str = "") -> list[tuple[str, str]]:
         else:
             out.append((prefix + f.name, docs.get(f.name, "")))
     return out
+
+
+def recipe_of_run(run_dir: Path, status: dict) -> ResolvedRecipe:
+    """The recipe a run trained under: its recipe file resolved as the run resolved it when that still gives the
+    run's hash; else (the file changed since) the settings the run wrote to its own recipe.yaml, with the run's
+    hash, so that evaluation uses them and the record names what trained, never today's file."""
+    sets = [*status.get("overrides", []), f"train.seed={status.get('seed', 1)}"]
+    trained = status.get("recipe_hash")
+    try:
+        resolved = resolve(status["recipe"], status["scale"], sets)
+        if not trained or resolved.hash() == trained:
+            return resolved
+    except RecipeError:
+        pass
+    own = Path(run_dir) / "recipe.yaml"
+    if not own.is_file():
+        raise RecipeError(f"{run_dir}: its recipe file changed since it trained and the run keeps no recipe.yaml")
+    recipe = _build(Recipe, yaml.safe_load(own.read_text(encoding="utf-8")), f"{own}:")
+    return ResolvedRecipe(path=Path(status["recipe"]), scale=status["scale"], recipe=recipe,
+                          overrides=list(status.get("overrides", [])), trained_hash=trained)

@@ -173,8 +173,10 @@ def record_path(results_dir: Path, scale: str, recipe_name: str, seed: int, over
     return Path(results_dir) / scale / recipe_name / f"seed{seed}.json"
 
 
-def check_record_slot(path: Path, recipe_hash: str) -> None:
-    """Refuse (RecordError) when `path` holds a record of another recipe hash."""
+def check_record_slot(path: Path, recipe_hash: str, run_dir: Path | str | None = None, replace: bool = False) -> None:
+    """Refuse (RecordError) when `path` holds a record of another recipe hash; or, unless `replace`, a finished
+    record (completed or failed) of another run than `run_dir`: a run that merely shares a record's key never
+    replaces it (its own evaluation does: the same run)."""
     if not path.is_file():
         return
     try:
@@ -185,6 +187,13 @@ def check_record_slot(path: Path, recipe_hash: str) -> None:
         raise RecordError(f"{path} holds a run of recipe hash {old.get('recipe_hash')} (commit "
                           f"{str(old.get('commit', '?'))[:7]}); this run's hash is {recipe_hash}: remove that record "
                           f"first (git rm; git keeps it) or write elsewhere with --results DIR")
+    same_run = run_dir is not None and isinstance(old, dict) and Path(str(old.get("run_dir", ""))).resolve() == \
+        Path(run_dir).resolve()
+    if (isinstance(old, dict) and old.get("status") in ("completed", "failed") and run_dir is not None
+            and not same_run and not replace):
+        evaluated = "evaluated" if old.get("metrics") else "not evaluated"
+        raise RecordError(f"{path} holds a finished record ({old.get('status')}, {evaluated}) of another run "
+                          f"({old.get('run_dir')}); --replace-record replaces it, --results DIR writes elsewhere")
 
 
 def log_path(record_file: Path) -> Path:
@@ -192,11 +201,12 @@ def log_path(record_file: Path) -> Path:
     return record_file.with_name(record_file.name.replace(".json", ".log.jsonl"))
 
 
-def write_record(results_dir: Path, record: dict, run_log: Path | None = None) -> Path:
-    """Write the record (and a copy of the run's training log beside it), refusing another recipe's slot."""
+def write_record(results_dir: Path, record: dict, run_log: Path | None = None, replace: bool = False) -> Path:
+    """Write the record (and a copy of the run's training log beside it), refusing another recipe's slot and
+    another run's finished record (unless `replace`)."""
     path = record_path(results_dir, record["scale"], record["recipe_name"], record["seed"],
                        record.get("overrides"), record.get("recipe_hash", ""))
-    check_record_slot(path, record.get("recipe_hash", ""))
+    check_record_slot(path, record.get("recipe_hash", ""), record.get("run_dir"), replace)
     if run_log is not None and Path(run_log).is_file():
         atomic_write_text(log_path(path), Path(run_log).read_text(encoding="utf-8"))
     atomic_write_text(path, json.dumps(record, indent=2, sort_keys=True) + "\n")

@@ -236,7 +236,7 @@ def test_train_says_which_record_it_writes_and_that_one_exists(tmp_path):
     common = ["--scale", "tiny", "--root", str(tmp_path / "data"), "--results", str(tmp_path / "res")]
     first = runner.invoke(app, ["train", recipe, *common, "--run-dir", str(tmp_path / "a")])
     assert first.exit_code == 0 and "this run's record: " in first.output and "one exists" not in first.output
-    second = runner.invoke(app, ["train", recipe, *common, "--run-dir", str(tmp_path / "b")])
+    second = runner.invoke(app, ["train", recipe, *common, "--run-dir", str(tmp_path / "b"), "--replace-record"])
     assert second.exit_code == 0 and "(one exists: completed, started" in second.output
 
 
@@ -340,3 +340,46 @@ def test_arguments_out_of_range_are_one_line_before_any_work(tmp_path, monkeypat
     r = CliRunner().invoke(repro.cli.app, ["train", recipe, "--scale", "tiny", "--results", str(tmp_path / "ro"),
                                            "--run-dir", str(tmp_path / "run")])
     assert r.exit_code == 2 and "is not writable" in r.output and not (tmp_path / "run").exists()
+
+
+def test_a_finished_record_is_replaced_only_when_asked_and_names_what_trained(tiny_root, tmp_path):
+    """Another run of the same recipe and seed never replaces a finished, evaluated record unannounced; evaluate
+    writes the hash the run trained under, not today's file's; and refuses a corpus prepared otherwise."""
+    import shutil
+    from typer.testing import CliRunner
+    from repro.cli import app
+    runner = CliRunner()
+    recipe_dir = tmp_path / "recipes"
+    recipe_dir.mkdir()
+    repo = Path(__file__).resolve().parents[1]
+    shutil.copytree(repo / "recipes/base", recipe_dir / "base")
+    recipe = recipe_dir / "6L-6L-b2t.yaml"
+    shutil.copy(repo / "recipes/6L-6L-b2t.yaml", recipe)
+    common = ["--scale", "tiny", "--root", str(tiny_root), "--results", str(tmp_path / "res")]
+    assert runner.invoke(app, ["train", str(recipe), *common, "--run-dir", str(tmp_path / "a")]).exit_code == 0
+    assert runner.invoke(app, ["evaluate", str(tmp_path / "a"), *common[2:]]).exit_code == 0
+    (slot,) = (tmp_path / "res").rglob("seed1.json")
+    evaluated = json.loads(slot.read_text())
+    assert evaluated["metrics"]
+    again = runner.invoke(app, ["train", str(recipe), *common, "--run-dir", str(tmp_path / "b")])
+    assert again.exit_code == 2 and "--replace-record" in again.output and not (tmp_path / "b").exists()
+    assert json.loads(slot.read_text()) == evaluated
+    # the recipe file edited after training (its record removed, as the refusal says): evaluate keeps the run's hash
+    slot.unlink()
+    recipe.write_text(recipe.read_text() + "eval: {beam: 3}\n")
+    r = runner.invoke(app, ["evaluate", str(tmp_path / "a"), *common[2:]])
+    assert r.exit_code == 0, r.output
+    assert json.loads(slot.read_text())["recipe_hash"] == evaluated["recipe_hash"]
+    # a corpus prepared otherwise than the one the run trained on is refused, naming both
+    meta = tiny_root / "tiny_parallel" / "meta.json"
+    saved = meta.read_text()
+    try:
+        data = json.loads(saved)
+        data["files"]["extra.txt"] = {"bytes": 1}
+        (meta.parent / "extra.txt").write_text("x")
+        meta.write_text(json.dumps(data))
+        r = runner.invoke(app, ["evaluate", str(tmp_path / "a"), *common[2:], "--replace-record"])
+        assert r.exit_code == 2 and "prepared otherwise" in r.output and evaluated["data"]["files_sha256"] in r.output
+    finally:
+        meta.write_text(saved)
+        (meta.parent / "extra.txt").unlink(missing_ok=True)

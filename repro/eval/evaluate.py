@@ -10,7 +10,7 @@ import numpy as np
 import sentencepiece as spm
 import torch
 
-from repro.config import resolve
+from repro.config import recipe_of_run
 from repro.data.batching import token_batches
 from repro.data.corpora import prepare_command
 from repro.data.text import PAD, read_meta
@@ -19,7 +19,7 @@ from repro.eval.generate import beam_search
 from repro.model.build import build_model
 from repro.model.cpu_paths import keep_freed_memory
 from repro.progress import console, progress_bar
-from repro.results import hardware
+from repro.results import corpus_fingerprint, hardware
 from repro.train import checkpoint
 from repro.train.loop import source_blind_nll, validate
 from repro.train.tasks import batch_tokens, open_split, to_device
@@ -34,9 +34,7 @@ def load_run(run_dir: Path):
     if not status_path.is_file():
         raise EvaluateError(f"{run_dir}: not a finished run (status.json missing); train it first")
     status = json.loads(status_path.read_text())
-    resolved = resolve(status["recipe"], status["scale"],
-                       [*status.get("overrides", []), f"train.seed={status.get('seed', 1)}"])
-    return status, resolved
+    return status, recipe_of_run(run_dir, status)
 
 
 def decode_split(model, data, sp, recipe, split: str, device) -> list[str]:
@@ -65,6 +63,10 @@ def evaluate_run(run_dir: Path, data_root: Path, write: bool = True) -> dict:
     r = resolved.recipe
     corpus_dir = Path(data_root) / r.data.corpus
     meta = read_meta(corpus_dir)
+    trained_on, here = status.get("data"), corpus_fingerprint(r.data.corpus, meta)
+    if trained_on and trained_on != here:
+        raise EvaluateError(f"{corpus_dir}: prepared otherwise (files {here['files_sha256']}) than the corpus this run "
+                            f"trained on (files {trained_on['files_sha256']}); evaluate it on that corpus")
     ckpts = checkpoint.list_checkpoints(run_dir)[-r.eval.average_last:]
     if not ckpts:
         raise EvaluateError(f"{run_dir}: no checkpoints to evaluate")
