@@ -144,6 +144,7 @@ def prepare(dataset: str = typer.Argument(..., help=f"One of: {', '.join(DATASET
     console.print(f"prepared {meta['corpus']} in {root / meta['corpus']} (vocabulary {meta['vocab_size']:,})")
 
 
+TRUST_HELP = "Load checkpoints that have no .sha256 beside them (refused otherwise: their bytes cannot be checked)."
 REPLACE_HELP = "Replace the finished record of another run that holds this run's slot (it is never replaced otherwise)."
 TOKENS_PER_GPU_HELP = ("Tokens each GPU takes per forward, a multiple of the recipe's data.max_tokens: fewer, larger "
                        "forwards make the same update (the same batches); the record says which was used.")
@@ -185,7 +186,8 @@ def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. reci
           tokens_per_gpu: Optional[int] = typer.Option(None, "--tokens-per-gpu", help=TOKENS_PER_GPU_HELP),
           precision: Optional[str] = typer.Option(None, "--precision", help=PRECISION_HELP),
           tensorboard: bool = typer.Option(False, "--tensorboard", help="Also write TensorBoard event files to RUN_DIR/tb (pip install -e '.[tb]')."),
-          replace_record: bool = typer.Option(False, "--replace-record", help=REPLACE_HELP)):
+          replace_record: bool = typer.Option(False, "--replace-record", help=REPLACE_HELP),
+          trust_checkpoints: bool = typer.Option(False, "--trust-checkpoints", help=TRUST_HELP)):
     """Train one table cell. Under torchrun, every process runs this command.
 
     Example: lnrepro train recipes/18L-18L-b2t.yaml --scale mini
@@ -208,6 +210,9 @@ def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. reci
         print(f"# {recipe} at scale {scale}\n# batching: {batching}\n" + dump_yaml(resolved.recipe), end="")
         return
     set_threads(threads)
+    if trust_checkpoints:
+        from repro.train.checkpoint import TRUST
+        os.environ[TRUST] = "1"
     if run_dir is not None and str(run_dir).strip() in ("", "."):
         fail(f"--run-dir {str(run_dir)!r}: names no run folder (a run needs a folder of its own)")
     check_folder(results, "--results")
@@ -282,12 +287,16 @@ def evaluate(run: Path = typer.Argument(..., help="A run directory written by `l
              root: Path = typer.Option(None, "--root", help="Prepared corpora (default data/ or $LNREPRO_DATA)."),
              results: Path = typer.Option(Path("results"), "--results", help="Where run records are written."),
              threads: Optional[int] = typer.Option(None, "--threads", min=1, max=MAX_THREADS, help="CPU threads (default $LNREPRO_THREADS or all cores)."),
-             replace_record: bool = typer.Option(False, "--replace-record", help=REPLACE_HELP)):
+             replace_record: bool = typer.Option(False, "--replace-record", help=REPLACE_HELP),
+             trust_checkpoints: bool = typer.Option(False, "--trust-checkpoints", help=TRUST_HELP)):
     """Average the last checkpoints, decode/score every test split, write metrics.json and the run's record.
 
     Example: lnrepro evaluate runs/6L-6L-b2t-mini-s1
     """
     set_threads(threads)
+    if trust_checkpoints:
+        from repro.train.checkpoint import TRUST
+        os.environ[TRUST] = "1"
     check_folder(results, "--results")
     from repro.eval.evaluate import evaluate_run, load_run
     from repro.results import write_record

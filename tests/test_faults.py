@@ -140,9 +140,13 @@ def test_damaged_checkpoint_is_refused_on_resume_and_evaluate(tiny_root, tmp_pat
     data = bytearray(ckpt.read_bytes())
     data[len(data) // 2] ^= 0x01                                                  # one bit inside tensor data
     ckpt.write_bytes(bytes(data))
-    one_line_exit_2(runner.invoke(app, train_args(tiny_root, tmp_path, "--resume")), ckpt.name, "damaged")
     one_line_exit_2(runner.invoke(app, ["evaluate", str(tmp_path / "run"), "--root", str(tiny_root),
                                         "--results", str(tmp_path / "results")]), ckpt.name, "damaged")
+    # resume skips the damaged newest checkpoint, saying why, and goes on from the newest intact one
+    r = runner.invoke(app, train_args(tiny_root, tmp_path, "--resume"))
+    previous = sorted((tmp_path / "run").glob("checkpoint_*.pt"))[0]
+    assert r.exit_code == 0 and f"skipped: {ckpt}" in r.output.replace("\n", "") and "damaged" in r.output
+    assert f"resumed from {previous.name}" in r.output
 
 
 def test_second_process_on_a_locked_run_is_refused(tiny_root, tmp_path):
@@ -383,3 +387,30 @@ def test_a_finished_record_is_replaced_only_when_asked_and_names_what_trained(ti
     finally:
         meta.write_text(saved)
         (meta.parent / "extra.txt").unlink(missing_ok=True)
+
+
+def test_a_full_disk_during_a_checkpoint_leaves_the_previous_one_newest(tmp_path, monkeypatch):
+    import errno
+    import torch
+    from repro.train import checkpoint
+    checkpoint.save({"x": 1}, tmp_path, 10, keep_last=3)
+
+    def full(state, path):
+        Path(path).write_bytes(b"half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(torch, "save", full)
+    with pytest.raises(checkpoint.CheckpointError) as e:
+        checkpoint.save({"x": 2}, tmp_path, 20, keep_last=3)
+    assert "no space left on the disk of" in str(e.value) and "checkpoint_10.pt stays the newest" in str(e.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint_10.pt", "checkpoint_10.pt.sha256"]
+
+
+def test_resuming_a_finished_run_adds_no_second_validation_row(tiny_root, tmp_path):
+    sets = ["--set", "optim.max_updates=5", "--set", "train.validate_interval=2"]
+    first = runner.invoke(app, train_args(tiny_root, tmp_path) + sets)
+    assert first.exit_code == 0, first.output
+    before = (tmp_path / "run" / "log.jsonl").read_text()
+    again = runner.invoke(app, train_args(tiny_root, tmp_path, "--resume", "--replace-record") + sets)
+    assert again.exit_code == 0, again.output
+    rows = [json.loads(l) for l in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    assert sum(1 for r in rows if r.get("step") == 5 and "valid_nll" in r) == 1

@@ -146,7 +146,13 @@ def test_clear_errors_for_missing_data_and_bad_checkpoint(tiny_root, tmp_path):
     (run / "checkpoint_2.pt").write_bytes(b"not a checkpoint")
     r = runner.invoke(app, ["train", str(REPO / "recipes/6L-6L-b2t.yaml"), "--scale", "tiny", "--resume",
                             "--root", str(tiny_root), "--run-dir", str(run), "--results", str(tmp_path / "res")])
+    # no checksum beside it: refused unless trusted; trusted, it is read and found not to be a checkpoint
+    assert r.exit_code == 2 and "checkpoint_2.pt" in r.output and "has no checkpoint_2.pt.sha256" in r.output
+    r = runner.invoke(app, ["train", str(REPO / "recipes/6L-6L-b2t.yaml"), "--scale", "tiny", "--resume",
+                            "--root", str(tiny_root), "--run-dir", str(run), "--results", str(tmp_path / "res"),
+                            "--trust-checkpoints"])
     assert r.exit_code == 2 and "checkpoint_2.pt" in r.output and "cannot be read" in r.output
+    os.environ.pop("LNREPRO_TRUST_CHECKPOINTS", None)  # --trust-checkpoints set it for that command's process
     r = runner.invoke(app, ["prepare", "multi30k", "--source", str(tmp_path / "nowhere"), "--root", str(tmp_path)])
     assert r.exit_code == 2 and "--source" in r.output
     r = runner.invoke(app, ["evaluate", str(tmp_path / "nothing")])

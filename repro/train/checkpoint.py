@@ -1,8 +1,10 @@
 """Checkpoints written atomically (temporary file, then rename) with a SHA-256 beside each, the last N kept, and
-parameter averaging. A checkpoint whose bytes no longer match its checksum is refused on resume and evaluate."""
+parameter averaging. A checkpoint whose bytes no longer match its checksum is refused on resume and evaluate, and so
+is one without its checksum unless the user trusts it ($LNREPRO_TRUST_CHECKPOINTS, set by --trust-checkpoints)."""
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 from pathlib import Path
@@ -23,13 +25,25 @@ def checksum_path(path: Path) -> Path:
 
 
 def save(state: dict, run_dir: Path, step: int, keep_last: int) -> Path:
+    """Write checkpoint_<step>.pt and its checksum; a failed write (a full disk) leaves no temporary file behind and
+    the previous checkpoint the newest, and says so in one line."""
     path = run_dir / f"checkpoint_{step}.pt"
     tmp = path.with_name(path.name + ".tmp")
-    torch.save(state, tmp)
     digest_tmp = checksum_path(tmp)
-    digest_tmp.write_text(sha256_file(tmp) + "\n")
-    os.replace(digest_tmp, checksum_path(path))  # the checksum lands first: a .pt never exists without it
-    os.replace(tmp, path)
+    try:
+        torch.save(state, tmp)
+        digest_tmp.write_text(sha256_file(tmp) + "\n")
+        os.replace(digest_tmp, checksum_path(path))  # the checksum lands first: a .pt never exists without it
+        os.replace(tmp, path)
+    except (OSError, RuntimeError) as e:  # torch reports a full disk as a RuntimeError from its writer
+        for t in (tmp, digest_tmp, checksum_path(path)):
+            if t != checksum_path(path) or not path.is_file():
+                t.unlink(missing_ok=True)
+        full = getattr(e, "errno", None) == errno.ENOSPC or "No space left" in str(e) or "file write failed" in str(e)
+        newest = list_checkpoints(run_dir)
+        raise CheckpointError(f"{path}: {'no space left on the disk of ' + str(run_dir) if full else e}; nothing "
+                              f"half-written is left, and {newest[-1].name if newest else 'no checkpoint'} stays the "
+                              f"newest") from None
     for old in list_checkpoints(run_dir)[:-keep_last]:
         old.unlink()
         checksum_path(old).unlink(missing_ok=True)
@@ -41,8 +55,14 @@ def list_checkpoints(run_dir: Path) -> list[Path]:
     return [p for _, p in sorted(found)]
 
 
+TRUST = "LNREPRO_TRUST_CHECKPOINTS"
+
+
 def load(path: Path) -> dict:
     digest = checksum_path(Path(path))
+    if not digest.is_file() and not os.environ.get(TRUST):
+        raise CheckpointError(f"{path}: has no {digest.name} to check its bytes against; --trust-checkpoints loads "
+                              f"it as it is")
     if digest.is_file() and digest.read_text().strip() != sha256_file(path):
         raise CheckpointError(f"{path}: damaged (its bytes no longer match {digest.name}); delete it to resume "
                               f"from the one before")
@@ -51,6 +71,17 @@ def load(path: Path) -> dict:
     except Exception as e:  # torch raises several kinds for a truncated or foreign file
         raise CheckpointError(f"{path}: cannot be read as a checkpoint ({type(e).__name__}); "
                               f"delete it to resume from the one before") from None
+
+
+def newest_intact(paths: list[Path]) -> tuple[Path | None, dict | None, list[str]]:
+    """The newest checkpoint that loads (path, state), and why each newer one was skipped."""
+    skipped = []
+    for path in reversed(paths):
+        try:
+            return path, load(path), skipped
+        except CheckpointError as e:
+            skipped.append(str(e))
+    return None, None, skipped
 
 
 def average(paths: list[Path]) -> dict:

@@ -99,6 +99,20 @@ class StopRequest:
         return flag
 
 
+def validated_in_log(path: Path, step: int) -> bool:
+    """Whether the log already holds a validation of this update."""
+    if not path.is_file():
+        return False
+    for line in reversed(path.read_text(encoding="utf-8").splitlines()[-50:]):
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if row.get("step") == step and "valid_nll" in row:
+            return True
+    return False
+
+
 def bar_status(row: dict, valid_nll: float | None) -> str:
     """What the progress bar says beside the updates: the last logged loss, pace and learning rate, and the last
     validation NLL."""
@@ -269,7 +283,13 @@ def _train(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: boo
         raise RunDirError(f"{run_dir} already holds {existing}: continue it with --resume, or replace it with "
                           f"--overwrite")
     ckpts = checkpoint.list_checkpoints(run_dir) if resume else []
-    state = checkpoint.load(ckpts[-1]) if ckpts else None
+    # a damaged newest checkpoint is skipped, saying why: the run resumes from the newest intact one
+    newest, state, skipped = checkpoint.newest_intact(ckpts)
+    if ckpts and state is None:
+        raise checkpoint.CheckpointError(f"{run_dir}: no intact checkpoint to resume from ({'; '.join(skipped)})")
+    if skipped and int(os.environ.get("RANK", "0")) == 0:
+        for why in skipped:
+            console.print(f"skipped: {why}", soft_wrap=True)
     if resume and not existing and int(os.environ.get("RANK", "0")) == 0:
         console.print(f"--resume: {run_dir} holds no run to resume; starting a new one", markup=False,
                       highlight=False)
@@ -339,7 +359,7 @@ def _train(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: boo
             torch.cuda.set_rng_state(state["rng"]["cuda"])
         if d.main:
             truncate_log(log_path, step)
-            console.print(f"resumed from {ckpts[-1].name} (update {step})")
+            console.print(f"resumed from {newest.name} (update {step})")
 
     ddp_model = model
     if d.world > 1:
@@ -497,7 +517,8 @@ def _train(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: boo
         # no status.json: the run directory reads as unfinished, resumable from the checkpoint just written
         status.update({"status": "interrupted", "reason": f"{stop.name} at update {step}", "step": step})
         return status
-    if failed is None and step % r.train.validate_interval:
+    if failed is None and step % r.train.validate_interval and not validated_in_log(log_path, step):
+        # (a resumed run that had already ended validated this update then: its log keeps that row)
         v = validate(model, valid_data, r, device, batch_tokens(r))
         if d.main:
             append_jsonl(log_path, {"step": step, "valid_nll": v})
