@@ -31,7 +31,7 @@ from pathlib import Path
 import yaml
 
 from repro.config import RecipeError
-from repro.results import atomic_write_text, check_record_slot, git_commit, now, status_provenance
+from repro.results import atomic_write_text, check_record_slot, git_commit, now, read_json, read_jsonl, status_provenance
 
 
 @dataclass(frozen=True)
@@ -195,8 +195,8 @@ def regime(decision: dict) -> dict | None:
 # -- records --------------------------------------------------------------------------------------------------
 
 def read_run(run_dir: Path) -> tuple[dict | None, list[dict]]:
-    status = json.loads((run_dir / "status.json").read_text()) if (run_dir / "status.json").is_file() else None
-    log = [json.loads(l) for l in (run_dir / "log.jsonl").read_text().splitlines()] \
+    status = read_json(run_dir / "status.json") if (run_dir / "status.json").is_file() else None
+    log = read_jsonl(run_dir / "log.jsonl") \
         if (run_dir / "log.jsonl").is_file() else []
     return status, log
 
@@ -261,8 +261,8 @@ def load_curves(spec: CalibrationSpec, out_dir: Path):
             base = label(name, warmup, lr)
             if not (out_dir / f"{base}.json").is_file():
                 continue
-            record = json.loads((out_dir / f"{base}.json").read_text())
-            rows = [json.loads(l) for l in (out_dir / f"{base}.log.jsonl").read_text().splitlines()]
+            record = read_json(out_dir / f"{base}.json")
+            rows = read_jsonl(out_dir / f"{base}.log.jsonl")
             curve = [(r["step"], r["valid_nll"]) for r in rows if "valid_nll" in r and math.isfinite(r["valid_nll"])]
             curves.setdefault((warmup, lr), {})[name] = curve
             if record["status"] == "failed":

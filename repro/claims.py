@@ -219,7 +219,8 @@ def _judge_figure(claim: Claim, figures_dir: Path, scale: str) -> tuple[str, str
     path = figures_dir / claim.a.format(scale=scale)
     if not path.is_file():
         return "not run", f"{path} missing (lnrepro figure 3 --out {path.with_suffix('.png')} --json {path})"
-    data = json.loads(path.read_text())
+    from repro.results import read_json
+    data = read_json(path)
     if claim.kind == "figure3":
         ratio = {v: data[v]["decoder"][-1] / data[v]["decoder"][0] for v in ("post_ln", "b2t")}
         ok = ratio["post_ln"] > FIG3_VANISH and ratio["b2t"] < FIG3_B2T_SHARE * ratio["post_ln"]

@@ -16,8 +16,8 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from repro.results import (current_hash, hardware, load_records, machine, record_path, recipes_dir, stretch_hardware,
-                           stretches)
+from repro.results import (current_hash, hardware, load_records, machine, read_json, record_path, recipes_dir,
+                           stretch_hardware, stretches)
 from repro.tables.spec import SPECS
 from repro.train.lock import lock_holder
 
@@ -226,7 +226,7 @@ def full_length_s(rec: dict) -> float:
 def run_state(run: PlannedRun, results_dir: Path) -> tuple[str, str]:
     path = record_path(results_dir, run.scale, run.recipe_name, run.seed)
     if path.is_file():
-        rec = json.loads(path.read_text())
+        rec = read_json(path)
         if rec.get("recipe_hash") == current_hash(run.recipe_name, run.scale):
             if rec["status"] == "failed":
                 return "done", f"training failed: {rec.get('reason', '')}"
@@ -236,7 +236,7 @@ def run_state(run: PlannedRun, results_dir: Path) -> tuple[str, str]:
             return "missing", f"a stale record ({rec.get('recipe_hash')}) will be refused: git rm {path}"
     status = run.run_dir / "status.json"
     if status.is_file():
-        return "partial", f"trained ({json.loads(status.read_text())['status']}), not evaluated"
+        return "partial", f"trained ({read_json(status).get('status', '?')}), not evaluated"
     pid = lock_holder(run.run_dir)
     if pid:
         step = logged_update(run.run_dir)

@@ -146,6 +146,28 @@ def status_provenance(status: dict) -> dict:
             **({"segments": parts} if resumed else {})}
 
 
+def read_json(path: Path):
+    """A JSON file's content; a garbled one is a one-line ValueError naming the file and the line."""
+    path = Path(path)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        where = f" (line {e.lineno})" if hasattr(e, "lineno") else ""
+        raise ValueError(f"{path}: not valid JSON{where}; restore it with git or remove it") from None
+
+
+def read_jsonl(path: Path) -> list:
+    """A JSON-lines log's rows; a garbled line is a one-line ValueError naming the file and the line."""
+    rows = []
+    for i, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except ValueError:
+                raise ValueError(f"{path}: line {i} is not JSON; restore the file or remove that line") from None
+    return rows
+
+
 def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
@@ -221,7 +243,7 @@ def record_log(results_dir: Path, record: dict) -> list[dict]:
         path = Path(record.get("run_dir", "")) / "log.jsonl"
     if not path.is_file():
         return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return read_jsonl(path)
 
 
 def load_records(results_dir: Path, scale: str | None = None) -> list[dict]:

@@ -414,3 +414,34 @@ def test_resuming_a_finished_run_adds_no_second_validation_row(tiny_root, tmp_pa
     assert again.exit_code == 0, again.output
     rows = [json.loads(l) for l in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
     assert sum(1 for r in rows if r.get("step") == 5 and "valid_nll" in r) == 1
+
+
+def test_empty_inputs_are_refused_not_scored():
+    from repro.eval import metrics
+    for score in (lambda h, r: metrics.bleu(h, r), metrics.rouge, metrics.wer):
+        with pytest.raises(ValueError, match="no sentences to score"):
+            score([], [])
+        with pytest.raises(ValueError, match="1 hypotheses against 2 references"):
+            score(["a"], ["a", "b"])
+    with pytest.raises(ValueError, match="hold no words"):
+        metrics.wer(["a b c"], [""])
+    from repro.data.parallel import prepare_parallel
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        with pytest.raises(ValueError, match="test: the split is empty"):
+            prepare_parallel(Path(d) / "c", "c", iter([("a b", "c d")] * 50), {"test": ([], [])}, 60, ("en", "de"),
+                             provenance={})
+
+
+def test_a_garbled_status_or_log_names_its_file(tiny_root, tmp_path):
+    assert runner.invoke(app, train_args(tiny_root, tmp_path)).exit_code == 0
+    status = tmp_path / "run" / "status.json"
+    status.write_text("{garbled")
+    r = runner.invoke(app, ["evaluate", str(tmp_path / "run"), "--root", str(tiny_root), "--results",
+                            str(tmp_path / "results"), "--replace-record"])
+    one_line_exit_2(r, str(status), "not valid JSON")
+    from repro.results import read_jsonl
+    log = tmp_path / "run" / "log.jsonl"
+    log.write_text(log.read_text() + "{cut\n")
+    with pytest.raises(ValueError, match=r"log.jsonl: line \d+ is not JSON"):
+        read_jsonl(log)

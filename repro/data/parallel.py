@@ -75,6 +75,8 @@ def prepare_parallel(out_dir: Path, corpus: str, train_pairs: Iterable[tuple[str
     for name, (src, ref) in eval_splits.items():
         if len(src) != len(ref):
             raise ValueError(f"{corpus} {name}: {len(src)} source lines but {len(ref)} references")
+        if not src:
+            raise ValueError(f"{corpus} {name}: the split is empty (no sentence to validate or score)")
         write_lines_atomic(out_dir / f"{name}.src.txt", src)
         write_lines_atomic(out_dir / f"{name}.tgt.txt", ref)
     for name in ["train", *eval_splits]:

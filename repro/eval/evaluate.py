@@ -19,7 +19,7 @@ from repro.eval.generate import beam_search
 from repro.model.build import build_model
 from repro.model.cpu_paths import keep_freed_memory
 from repro.progress import console, progress_bar
-from repro.results import corpus_fingerprint, hardware
+from repro.results import corpus_fingerprint, hardware, read_json
 from repro.train import checkpoint
 from repro.train.loop import source_blind_nll, validate
 from repro.train.tasks import batch_tokens, open_split, to_device
@@ -33,7 +33,7 @@ def load_run(run_dir: Path):
     status_path = run_dir / "status.json"
     if not status_path.is_file():
         raise EvaluateError(f"{run_dir}: not a finished run (status.json missing); train it first")
-    status = json.loads(status_path.read_text())
+    status = read_json(status_path)
     return status, recipe_of_run(run_dir, status)
 
 

@@ -38,5 +38,8 @@ def score_stream(model, tokens: np.ndarray, block: int, context: int, device) ->
 
 
 def sliding_window_perplexity(model, corpus_dir: Path, split: str, block: int, context: int, device) -> float:
-    total, n, _ = score_stream(model, stream(corpus_dir, split), block, context, device)
+    tokens = stream(corpus_dir, split)
+    if len(tokens) == 0:
+        raise ValueError(f"{corpus_dir}/{split}: the split is empty (no token to score)")
+    total, n, _ = score_stream(model, tokens, block, context, device)
     return math.exp(total / max(n, 1))

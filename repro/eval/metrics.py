@@ -9,9 +9,12 @@ import sacrebleu
 
 
 def check_counts(hypotheses: list[str], references: list[str]) -> None:
+    """One hypothesis per reference, and at least one: a score of nothing would read as a result."""
     if len(hypotheses) != len(references):
         raise ValueError(f"{len(hypotheses)} hypotheses against {len(references)} references: "
                          f"the two must have one line per sentence")
+    if not references:
+        raise ValueError("no sentences to score: the test split is empty")
 
 
 def bleu(hypotheses: list[str], references: list[str]) -> tuple[float, str]:
@@ -28,6 +31,7 @@ ROUGE_TYPES = ("rouge1", "rouge2", "rougeL")
 def rouge(hypotheses: list[str], references: list[str]) -> dict[str, float]:
     """Mean ROUGE-1/2/L F1 x 100 over pairs. rouge-score's default tokeniser (lower-case, non-alphanumerics
     become spaces) with Porter stemming, as in the usual Gigaword evaluation (ROUGE-1.5.5 -m)."""
+    check_counts(hypotheses, references)
     from rouge_score import rouge_scorer  # here, not at the top: scoring MT, LM or ASR needs no ROUGE package
     scorer = rouge_scorer.RougeScorer(list(ROUGE_TYPES), use_stemmer=True)
     totals = dict.fromkeys(ROUGE_TYPES, 0.0)
@@ -56,12 +60,15 @@ def edit_distance(a: list[str], b: list[str]) -> int:
 
 def wer(hypotheses: list[str], references: list[str]) -> float:
     """Word error rate in percent: total word edits over total reference words."""
+    check_counts(hypotheses, references)
     errors = words = 0
     for hyp, ref in zip(hypotheses, references, strict=True):
         r = normalize_transcript(ref)
         errors += edit_distance(normalize_transcript(hyp), r)
         words += len(r)
-    return 100.0 * errors / max(words, 1)
+    if not words:
+        raise ValueError("the references hold no words: a word error rate of them means nothing")
+    return 100.0 * errors / words
 
 
 def perplexity(total_nll: float, n_tokens: int) -> float:

@@ -3,7 +3,6 @@ their `log.jsonl` (a record's copy, `seedN.log.jsonl`, works as well)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from repro.figures.output import save_figure
@@ -15,14 +14,8 @@ def read_log(path: Path) -> list[dict]:
     log = path / "log.jsonl" if path.is_dir() else path
     if not log.is_file():
         raise ValueError(f"{path}: no log.jsonl (a run directory of `lnrepro train`, or a record's .log.jsonl)")
-    rows = []
-    for i, line in enumerate(log.read_text(encoding="utf-8").splitlines(), 1):
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except ValueError:
-                raise ValueError(f"{log}: line {i} is not JSON") from None
-    return rows
+    from repro.results import read_jsonl
+    return read_jsonl(log)
 
 
 def draw_curves(paths: list[Path], out: Path, json_path: Path | None = None) -> dict:

@@ -152,7 +152,8 @@ def save_admin_profile(profile: dict, path: Path) -> None:
 
 @torch.no_grad()
 def load_admin_profile(model: nn.Module, path: Path) -> None:
-    profile = json.loads(Path(path).read_text())
+    from repro.results import read_json
+    profile = read_json(path)
     for name, rs in admin_residuals(model).items():
         if len(profile.get(name, [])) != len(rs):
             raise ValueError(f"{path}: Admin profile has {len(profile.get(name, []))} {name} sublayers, "
