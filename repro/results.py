@@ -258,9 +258,43 @@ def load_records(results_dir: Path, scale: str | None = None) -> list[dict]:
             rec = json.loads(p.read_text(encoding="utf-8"))
         except (ValueError, UnicodeDecodeError):
             raise RecordError(f"{p}: not a readable record (garbled JSON); restore it with git or remove it") from None
-        if isinstance(rec, dict) and "recipe_name" in rec:
-            out.append(rec)
+        check_record(rec, p)
+        out.append(rec)
     return out
+
+
+# The fields every reader of results/ relies on, and the type each must have (one schema for them all).
+RECORD_FIELDS = {"recipe_name": str, "recipe_hash": str, "scale": str, "seed": int, "status": str, "task": str,
+                 "metrics": dict}
+RECORD_STATUSES = ("completed", "failed")
+NUMERIC_METRICS = ("bleu_average", "valid_nll", "source_blind_nll", "eval_seconds")
+NUMERIC_SPLIT_METRICS = ("bleu", "rouge1", "rouge2", "rougeL", "perplexity", "wer")
+
+
+def check_record(rec, path: Path) -> None:
+    """Refuse (RecordError, one line naming the file and the field) a record no reader could use as it is: never
+    dropped or miscounted in silence."""
+    bad = lambda field, why: RecordError(f"{path}: {field}: {why}; restore the record with git or remove it")
+    if not isinstance(rec, dict):
+        raise bad("(top level)", f"a JSON {type(rec).__name__}, not a record")
+    for field, kind in RECORD_FIELDS.items():
+        if field not in rec:
+            raise bad(field, "missing")
+        if not isinstance(rec[field], kind) or isinstance(rec[field], bool):
+            raise bad(field, f"{rec[field]!r} is not a {kind.__name__}")
+    if rec["status"] not in RECORD_STATUSES:
+        raise bad("status", f"{rec['status']!r} is not one of {', '.join(RECORD_STATUSES)}")
+    if path.name.startswith("seed") and path.name != f"seed{rec['seed']}.json":
+        raise bad("seed", f"{rec['seed']} is not the seed its file name says ({path.name})")
+    number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
+    m = rec["metrics"]
+    for key in NUMERIC_METRICS:
+        if key in m and not number(m[key]):
+            raise bad(f"metrics.{key}", f"{m[key]!r} is not a number")
+    for split, values in (m.get("splits") or {}).items():
+        for key in NUMERIC_SPLIT_METRICS:
+            if isinstance(values, dict) and key in values and not number(values[key]):
+                raise bad(f"metrics.splits.{split}.{key}", f"{values[key]!r} is not a number")
 
 
 def recipes_dir() -> Path:

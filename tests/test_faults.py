@@ -445,3 +445,23 @@ def test_a_garbled_status_or_log_names_its_file(tiny_root, tmp_path):
     log.write_text(log.read_text() + "{cut\n")
     with pytest.raises(ValueError, match=r"log.jsonl: line \d+ is not JSON"):
         read_jsonl(log)
+
+
+def test_every_reader_validates_records_against_one_schema(tmp_path):
+    """A record no reader could use is named with its field, never dropped or miscounted; a stale one is listed."""
+    from repro.results import RecordError, write_record
+    from test_tables import record
+    good = record("6L-6L-b2t", 1, metrics={"bleu_average": 30.0}, encoder_layers=6, decoder_layers=6)
+    path = write_record(tmp_path, good)
+    cases = [([1, 2], "(top level)"), ({k: v for k, v in good.items() if k != "status"}, "status: missing"),
+             ({**good, "metrics": {"bleu_average": "30.95"}}, "metrics.bleu_average"),
+             ({**good, "seed": 2}, "seed: 2 is not the seed its file name says"),
+             ({**good, "status": "done"}, "status: 'done'")]
+    for bad, field in cases:
+        path.write_text(json.dumps(bad))
+        for args in (["table", "1", "--scale", "mini"], ["claims"], ["runs"]):
+            r = runner.invoke(app, [*args, "--results", str(tmp_path)])
+            assert r.exit_code == 2 and str(path) in r.output and field in r.output, (args, r.output)
+    path.write_text(json.dumps({**good, "recipe_hash": "0ld0ld0ld0ld"}))  # another recipe version: stale, listed
+    md = runner.invoke(app, ["table", "1", "--scale", "mini", "--results", str(tmp_path), "--format", "markdown"])
+    assert "6L-6L B2T connection: 6L-6L-b2t: 1 stale record" in md.output

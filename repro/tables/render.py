@@ -92,7 +92,7 @@ def table_notes(number: int, scale: str, results_dir: Path) -> list[str]:
                     notes.append(f"{group} {TITLES[method]} seed {r['seed']}: training failed: {r.get('reason', '')}")
                 elif r.get("note"):
                     notes.append(f"{group} {TITLES[method]} seed {r['seed']}: {r['note']}")
-            if name in stale and name not in by_recipe:
+            if name in stale:  # listed, never dropped in silence, whether or not current records fill the cell
                 notes.append(f"{group} {TITLES[method]}: {stale_note(name, stale[name])}")
     return notes
 
