@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import hashlib
 import json
 import math
+import re
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +34,13 @@ PRECISIONS = ("fp32", "bf16", "fp16")
 
 
 class RecipeError(ValueError):
-    """A recipe that cannot be used; the message is the one line shown to the user."""
+    """A recipe that cannot be used; the message is the one line shown to the user (a huge value in it is cut, so
+    that the line still names the file and the key)."""
+
+    MAX = 400
+
+    def __init__(self, message: str):
+        super().__init__(message if len(message) <= self.MAX else message[:self.MAX] + "…")
 
 
 @dataclass(frozen=True)
@@ -48,25 +56,27 @@ class Range:
                 and (self.hi is None or (v < self.hi if self.open_hi else v <= self.hi)))
 
     def __str__(self) -> str:
-        lo = "-inf" if self.lo is None else f"{self.lo:g}"
-        hi = "inf" if self.hi is None else f"{self.hi:g}"
+        num = lambda v: str(int(v)) if float(v).is_integer() else f"{v:g}"
+        lo = "-inf" if self.lo is None else num(self.lo)
+        hi = "inf" if self.hi is None else num(self.hi)
         return f"{'(' if self.open_lo or self.lo is None else '['}{lo}, {hi}{')' if self.open_hi or self.hi is None else ']'}"
 
 
 POSITIVE = Range(1)
 FRACTION = Range(0, 1, open_hi=True)
+LAYERS, WIDTH, COUNT = Range(1, 1000), Range(1, 65536), Range(1, 10 ** 9)  # beyond them a run cannot be built
 # The valid range of every numeric recipe key (every float must also be finite).
 RANGES = {
-    "data.max_tokens": POSITIVE, "data.max_source_positions": POSITIVE, "data.tokens_per_sample": POSITIVE,
-    "model.encoder_layers": Range(0), "model.decoder_layers": POSITIVE, "model.d_model": POSITIVE,
-    "model.ffn_dim": POSITIVE, "model.heads": POSITIVE, "model.dropout": FRACTION,
+    "data.max_tokens": COUNT, "data.max_source_positions": COUNT, "data.tokens_per_sample": COUNT,
+    "model.encoder_layers": Range(0, 1000), "model.decoder_layers": LAYERS, "model.d_model": WIDTH,
+    "model.ffn_dim": Range(1, 10 ** 6), "model.heads": Range(1, 1024), "model.dropout": FRACTION,
     "model.attention_dropout": FRACTION, "model.activation_dropout": FRACTION,
-    "model.adaptive_softmax_dropout": FRACTION, "model.adaptive_factor": Range(1), "model.input_features": POSITIVE,
-    "model.conv_channels": POSITIVE,
+    "model.adaptive_softmax_dropout": FRACTION, "model.adaptive_factor": Range(1), "model.input_features": WIDTH,
+    "model.conv_channels": WIDTH,
     "optim.lr": Range(0, 1, open_lo=True), "optim.eps": Range(0, 1, open_lo=True, open_hi=True),
     "optim.weight_decay": FRACTION, "optim.warmup_updates": POSITIVE, "optim.warmup_init_lr": Range(0, 1),
-    "optim.decay_period": POSITIVE, "optim.max_updates": POSITIVE, "optim.clip_norm": Range(0),
-    "optim.label_smoothing": FRACTION, "optim.gpus_per_update": POSITIVE,
+    "optim.decay_period": COUNT, "optim.max_updates": COUNT, "optim.clip_norm": Range(0),
+    "optim.label_smoothing": FRACTION, "optim.gpus_per_update": Range(1, 100000),
     "train.seed": Range(0, 2 ** 32 - 1), "train.log_interval": POSITIVE, "train.validate_interval": POSITIVE,
     "train.save_interval": POSITIVE, "train.keep_last": POSITIVE, "train.divergence_window": POSITIVE,
     "eval.beam": POSITIVE, "eval.lenpen": Range(), "eval.average_last": POSITIVE, "eval.max_len_a": Range(0),
@@ -245,10 +255,20 @@ class ResolvedRecipe:
 class _UniqueKeyLoader(yaml.SafeLoader):
     """safe_load that refuses a key given twice in one mapping (YAML would silently keep the last)."""
 
+    def compose_node(self, parent, index):
+        # A recipe has no use for aliases, and they make a few lines expand to gigabytes ("billion laughs").
+        if self.check_event(yaml.events.AliasEvent):
+            raise yaml.composer.ComposerError(None, None, "aliases (*name) are not allowed in a recipe",
+                                              self.peek_event().start_mark)
+        return super().compose_node(parent, index)
+
     def construct_mapping(self, node, deep=False):
         seen = set()
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, (str, int, float, bool)) and key is not None:
+                raise yaml.constructor.ConstructorError(None, None, "a key must be a name, not a list or mapping",
+                                                        key_node.start_mark)
             if key in seen:
                 raise yaml.constructor.ConstructorError(None, None, f"key {key!r} given twice", key_node.start_mark)
             seen.add(key)
@@ -278,6 +298,8 @@ def _parse_yaml(path: Path) -> dict:
         mark = getattr(e, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark else ""
         raise RecipeError(f"{path}: not valid YAML{where}: {getattr(e, 'problem', e)}") from None
+    except RecursionError:
+        raise RecipeError(f"{path}: nested too deeply to be a recipe") from None
     if data is None:
         raise RecipeError(f"{path}: empty (no keys); a recipe needs at least `task:` or `base:`")
     if not isinstance(data, dict):
@@ -454,6 +476,18 @@ def _check(recipe: Recipe, where: str) -> None:
             fail(key, value, "must name a corpus or split (empty)")
     if not d.test_splits or any(not x.strip() for x in d.test_splits):
         fail("data.test_splits", d.test_splits, "must name at least one split to evaluate")
+    for key, value in (("data.corpus", d.corpus), ("data.train_split", d.train_split),
+                       ("data.valid_split", d.valid_split), *(("data.test_splits", x) for x in d.test_splits)):
+        if not NAME.fullmatch(value):  # a name under the data root, never a path out of it
+            fail(key, value, "must be a plain name (letters, digits, '_', '-', '.'; not starting with '.')")
+    if len(set(d.test_splits)) != len(d.test_splits):
+        fail("data.test_splits", d.test_splits, "names a split twice")
+    unknown = [x for x in recipe.eval.lenpen_by_split if x not in d.test_splits]
+    if unknown:
+        fail("eval.lenpen_by_split", recipe.eval.lenpen_by_split, f"names {', '.join(unknown)}, not a test split "
+             f"({', '.join(d.test_splits)})")
+    if recipe.task == "lm" and not m.adaptive_cutoffs:
+        fail("model.adaptive_cutoffs", m.adaptive_cutoffs, "must hold at least one band edge for task lm")
     if any(not math.isfinite(v) or v < 0 for v in recipe.eval.lenpen_by_split.values()):
         fail("eval.lenpen_by_split", recipe.eval.lenpen_by_split, "must map splits to finite penalties >= 0")
     if recipe.eval.average_last > t.keep_last:
@@ -510,6 +544,9 @@ def resolve(path: str | Path, scale: str = "paper", sets: list[str] | None = Non
             raise RecipeError(f"{path}: scales.{name}: {delta!r} is {type(delta).__name__}, expected a mapping")
         if "scales" in delta:
             raise RecipeError(f"{path}: scales.{name}.scales: unknown key (scales do not nest)")
+        if "task" in delta and delta["task"] != raw.get("task"):
+            raise RecipeError(f"{path}: scales.{name}.task: {delta['task']!r}: a scale keeps the recipe's task "
+                              f"({raw.get('task')!r})")
         _check(_build(Recipe, deep_merge(raw, delta), f"{path}: scales.{name}"), f"{path}: scales.{name}")
     data = raw
     if scale != "paper":
@@ -518,6 +555,9 @@ def resolve(path: str | Path, scale: str = "paper", sets: list[str] | None = Non
         data = deep_merge(raw, scales[scale])
     for item in sets or []:
         keys, value = parse_set(item)
+        if keys[0] in ("scales", "base", SCALES_REPLACE):
+            raise RecipeError(f"--set {item!r}: {keys[0]} is not a setting; set the key itself (with --scale to "
+                              f"choose the scale)")
         node = data
         for k in keys[:-1]:
             node = node.setdefault(k, {})
@@ -527,12 +567,23 @@ def resolve(path: str | Path, scale: str = "paper", sets: list[str] | None = Non
     where = f"{path}:" if not sets else f"{path} (with --set):"
     recipe = _build(Recipe, data, where)
     _check(recipe, where)
+    check_task_keys(data, recipe.task, where)
     # The seed is not an override: a run of another seed is a run of the same recipe.
     overrides = [item for item in sets or [] if parse_set(item)[0] != ["train", "seed"]]
     return ResolvedRecipe(path=path, scale=scale, recipe=recipe, overrides=overrides)
 
 
 TASK_ONLY = {"LM only:": "lm", "ASR only:": "asr"}  # how a field's docstring marks a key of one task
+NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*")
+
+
+def check_task_keys(data: dict, task: str, where: str) -> None:
+    """A key that only another task reads is refused: it would change the recipe's hash and do nothing."""
+    for key, doc in field_docs():
+        owner = next((t for mark, t in TASK_ONLY.items() if doc.startswith(mark)), None)
+        section, name = key.split(".") if "." in key else ("", key)
+        if owner is not None and owner != task and name in (data.get(section) or {}):
+            raise RecipeError(f"{where} {key}: a key of task {owner} only, not of {task}")
 
 
 def dump_yaml(recipe: Recipe) -> str:
@@ -547,6 +598,7 @@ def dump_yaml(recipe: Recipe) -> str:
     return yaml.safe_dump(d, sort_keys=False)
 
 
+@functools.lru_cache(maxsize=None)  # read from the source once per process: every resolve asks
 def field_docs(cls=Recipe, prefix: str = "") -> list[tuple[str, str]]:
     """(key path, docstring) for every schema field, read from the docstrings under each field."""
     import ast

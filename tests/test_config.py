@@ -150,7 +150,7 @@ BAD = [
     ("keep_last -1", T % "keep_last: -1", [], "train.keep_last", "[1, inf)"),
     ("negative seed", T % "seed: -3", [], "train.seed", "[0, "),
     ("max_source_positions 0", BASE.replace("test_splits: [t]", "test_splits: [t], max_source_positions: 0"), [],
-     "data.max_source_positions", "[1, inf)"),
+     "data.max_source_positions", "[1, 1000000000]"),
     ("empty corpus name", "task: mt\ndata: {corpus: '', test_splits: [t]}\n", [], "data.corpus", "empty"),
     ("empty test_splits", "task: mt\ndata: {corpus: c, test_splits: []}\n", [], "data.test_splits", "at least one"),
     ("average_last 0", E % "average_last: 0", [], "eval.average_last", "[1, inf)"),
@@ -158,6 +158,27 @@ BAD = [
     ("negative max_len_b", E % "max_len_b: -1", [], "eval.max_len_b", "[0, inf)"),
     ("--set lr nan", BASE, ["optim.lr=nan"], "optim.lr", "finite"),
     ("--set negative beam", BASE, ["eval.beam=-2"], "eval.beam", "[1, inf)"),
+    # the hostile trial's recipes: keys of another task, a scale switching task, no upper bound, paths out of the
+    # data root, unknown or repeated splits, empty LM cutoffs, --set on scales, YAML keys that are not names
+    ("LM key in an MT recipe", BASE + "model: {adaptive_cutoffs: [5, 9]}\n", [], "model.adaptive_cutoffs",
+     "task lm only"),
+    ("scale switching the task", BASE + "scales: {mini: {task: lm}}\n", [], "scales.mini.task", "keeps"),
+    ("d_model 1e23", BASE + "model: {d_model: 100000000000000000000000}\n", [], "model.d_model", "[1, 65536]"),
+    ("encoder_layers 1e9", BASE + "model: {encoder_layers: 1000000000}\n", [], "model.encoder_layers",
+     "[0, 1000]"),
+    ("corpus out of the root", "task: mt\ndata: {corpus: ../../../etc, test_splits: [t]}\n", [], "data.corpus",
+     "plain name"),
+    ("split out of the root", "task: mt\ndata: {corpus: c, test_splits: [../x]}\n", [], "data.test_splits",
+     "plain name"),
+    ("test split twice", "task: mt\ndata: {corpus: c, test_splits: [t, t]}\n", [], "data.test_splits", "twice"),
+    ("lenpen of an unknown split", BASE + "eval: {lenpen_by_split: {nosuch: 0.6}}\n", [], "eval.lenpen_by_split",
+     "not a test split"),
+    ("LM without cutoffs", "task: lm\ndata: {corpus: c, test_splits: [t]}\nmodel: {encoder_layers: 0, "
+     "adaptive_cutoffs: []}\n", [], "model.adaptive_cutoffs", "at least one"),
+    ("--set on scales", BASE, ["scales.tiny.model.d_model=0"], "--set", "not a setting"),
+    ("a list as a key", BASE + "? [a, b]\n: 1\n", [], "r.yaml", "must be a name"),
+    ("billion laughs", "a: &a [x, x]\nb: [*a, *a]\n", [], "r.yaml", "aliases"),
+    ("nested thousands deep", "a: " + "[" * 5000 + "]" * 5000 + "\n", [], "r.yaml", "too deeply"),
 ]
 
 
@@ -327,3 +348,10 @@ def test_t_fixup_keeps_its_own_hyper_parameters_at_every_scale():
             assert (o.lr, o.weight_decay, o.decay_period) == (0.0005, 0.0001, 4000), (path, scale)
     r = runner.invoke(app, ["train", "recipes/18L-18L-t_fixup.yaml", "--scale", "mini", "--print-config"])
     assert r.exit_code == 0 and "lr: 0.0005" in r.output
+
+
+def test_lm_cutoffs_above_the_vocabulary_are_refused_in_one_line():
+    from repro.model.build import build_model
+    r = resolve(REPO / "recipes/wikitext103/6L-b2t.yaml", "tiny").recipe
+    with pytest.raises(ValueError, match=r"adaptive_cutoffs \[8, 20\]: every band edge must lie below .* 15 words"):
+        build_model(r, 15, 1)

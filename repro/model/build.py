@@ -16,6 +16,9 @@ def build_model(recipe: Recipe, vocab_size: int, pad_idx: int) -> nn.Module:
     m = recipe.model
     variant = get_variant(m.variant)
     if recipe.task == "lm":
+        if max(m.adaptive_cutoffs) >= vocab_size:
+            raise ValueError(f"model.adaptive_cutoffs {m.adaptive_cutoffs}: every band edge must lie below the "
+                             f"prepared corpus's vocabulary of {vocab_size} words")
         model = LanguageModel(variant, vocab_size, pad_idx, m.d_model, m.ffn_dim, m.heads, m.decoder_layers,
                               m.dropout, m.attention_dropout, m.activation_dropout,
                               m.adaptive_cutoffs, m.adaptive_factor, m.adaptive_softmax_dropout)
