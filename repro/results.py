@@ -123,7 +123,11 @@ def corpus_fingerprint(corpus: str, meta: dict) -> dict:
     checksums it keeps for files up to 16 MB), so one corpus prepared from two paths gives one fingerprint. Left
     out: meta.json's source path, and spm.model, whose trainer settings name the path it was trained in (its
     pieces and scores are spm.vocab, which stays in)."""
-    kept = {name: facts for name, facts in (meta.get("files") or {}).items() if name != "spm.model"}
+    from repro.data.text import CHECKSUM_LIMIT
+    # the checksums of files up to 16 MB only, as before every file had one: a corpus prepared then or now from
+    # the same inputs keeps one fingerprint
+    kept = {name: {k: v for k, v in facts.items() if k != "sha256" or facts.get("bytes", 0) <= CHECKSUM_LIMIT}
+            for name, facts in (meta.get("files") or {}).items() if name != "spm.model"}
     files = json.dumps(kept, sort_keys=True)
     return {"corpus": corpus, "files_sha256": hashlib.sha256(files.encode()).hexdigest()[:16]}
 

@@ -465,3 +465,28 @@ def test_every_reader_validates_records_against_one_schema(tmp_path):
     path.write_text(json.dumps({**good, "recipe_hash": "0ld0ld0ld0ld"}))  # another recipe version: stale, listed
     md = runner.invoke(app, ["table", "1", "--scale", "mini", "--results", str(tmp_path), "--format", "markdown"])
     assert "6L-6L B2T connection: 6L-6L-b2t: 1 stale record" in md.output
+
+
+def test_every_prepared_file_is_checked_and_token_ids_stay_in_the_vocabulary(tmp_path):
+    import numpy as np
+    from repro.checksum import sha256_file
+    from repro.data.text import PrepareError, file_facts, read_meta
+    from repro.data.tiny import ensure_tiny_corpora
+    big = tmp_path / "big.bin"
+    big.write_bytes(b"\0" * (17 << 20))
+    assert "sha256" in file_facts(big)  # files over 16 MB too (they were checked by size only)
+    ensure_tiny_corpora(tmp_path)
+    corpus = tmp_path / "tiny_parallel"
+    src = corpus / "train.src.bin"
+    ids = np.fromfile(src, dtype=np.int32)
+    ids[:] = 5                                    # same size, other content: caught by its checksum
+    ids.tofile(src)
+    with pytest.raises(PrepareError, match="train.src.bin: its contents changed"):
+        read_meta(corpus)
+    meta = json.loads((corpus / "meta.json").read_text())
+    ids[0] = meta["vocab_size"] + 7               # an id past the vocabulary, in a file whose checksum says it is so
+    ids.tofile(src)
+    meta["files"]["train.src.bin"]["sha256"] = sha256_file(src)
+    (corpus / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(PrepareError, match=f"token id {meta['vocab_size'] + 7} lies outside the vocabulary"):
+        read_meta(corpus)
