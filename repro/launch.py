@@ -103,10 +103,22 @@ def _start_step(job: Job, threads: int) -> None:
         log.write(f"$ lnrepro {' '.join(job.steps[job._step])}\n")
         log.flush()
         job._proc = subprocess.Popen([sys.executable, "-m", "repro.cli", *job.steps[job._step]], stdout=log,
-                                     stderr=subprocess.STDOUT, env=env, start_new_session=True)
+                                     stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                                     preexec_fn=_stop_with_parent)
 
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+def _stop_with_parent() -> None:
+    """In a job's process, before it starts: SIGTERM when the launching process dies, however it dies (kill -9
+    included), so no training goes on unowned; a training stopped so checkpoints first (repro/train/loop.py).
+    Linux's prctl(PR_SET_PDEATHSIG); elsewhere nothing."""
+    try:
+        import ctypes
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def _interrupt(signum, frame):

@@ -181,8 +181,12 @@ def atomic_write_text(path: Path, text: str) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as e:  # a full disk, say: no temporary left behind, the old file (if any) untouched
+        tmp.unlink(missing_ok=True)
+        raise OSError(e.errno, f"{path}: {e.strerror}; nothing half-written is left") from None
 
 
 class RecordError(ValueError):

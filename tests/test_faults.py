@@ -490,3 +490,60 @@ def test_every_prepared_file_is_checked_and_token_ids_stay_in_the_vocabulary(tmp
     (corpus / "meta.json").write_text(json.dumps(meta))
     with pytest.raises(PrepareError, match=f"token id {meta['vocab_size'] + 7} lies outside the vocabulary"):
         read_meta(corpus)
+
+
+def test_a_full_disk_during_a_record_write_leaves_no_temporary(tmp_path, monkeypatch):
+    import errno
+    from repro.results import atomic_write_text
+    target = tmp_path / "seed1.json"
+    target.write_text("old")
+    real = Path.write_text
+
+    def full(self, *a, **k):
+        real(self, "half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(Path, "write_text", full)
+    with pytest.raises(OSError, match="seed1.json: No space left on device; nothing half-written is left"):
+        atomic_write_text(target, "new")
+    monkeypatch.undo()
+    assert target.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["seed1.json"]
+
+
+def test_two_prepares_at_once_on_a_fresh_root_both_succeed(tmp_path):
+    env = {**os.environ, "LNREPRO_QUIET": "1"}
+    cmd = [sys.executable, "-m", "repro.cli", "prepare", "tiny", "--root", str(tmp_path / "data")]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+             for _ in range(2)]
+    outs = [p.communicate(timeout=300)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    from repro.data.text import read_meta
+    assert read_meta(tmp_path / "data" / "tiny_parallel")["vocab_size"] > 0
+    assert not any((tmp_path / "data").glob("*.partial"))
+
+
+def test_killing_reproduce_stops_its_trainings(tiny_root, tmp_path):
+    """kill -9 of `reproduce` (no clean-up of its own can run) still stops the trainings it started."""
+    import signal
+    import time as _time
+    env = {**os.environ, "LNREPRO_QUIET": "1"}
+    code = (f"import sys; sys.path.insert(0, {str(REPO)!r})\n"
+            "from pathlib import Path\nfrom repro.launch import Job, run_jobs\n"
+            f"job = Job('sleeper', [['train', {str(REPO / 'recipes/6L-6L-b2t.yaml')!r}, '--scale', 'tiny', "
+            f"'--root', {str(tiny_root)!r}, '--results', {str(tmp_path / 'res')!r}, '--run-dir', "
+            f"{str(tmp_path / 'run')!r}, '--set', 'optim.max_updates=100000', '--set', "
+            f"'train.save_interval=100000']], Path({str(tmp_path / 'job.log')!r}), Path({str(tmp_path / 'run')!r}))\n"
+            "run_jobs([job], 1, 1)\n")
+    parent = subprocess.Popen([sys.executable, "-c", code], env=env)
+    deadline = _time.time() + 120
+    while _time.time() < deadline and not (tmp_path / "run" / "log.jsonl").is_file():
+        _time.sleep(0.2)
+    from repro.train.lock import lock_holder
+    child = lock_holder(tmp_path / "run")
+    assert child
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = _time.time() + 60
+    while _time.time() < deadline and lock_holder(tmp_path / "run"):
+        _time.sleep(0.2)
+    assert lock_holder(tmp_path / "run") is None  # the training stopped with its launcher
+    assert list((tmp_path / "run").glob("checkpoint_*.pt"))  # and checkpointed on its way out

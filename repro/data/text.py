@@ -149,17 +149,46 @@ def _token_file(name: str) -> bool:
     return name.endswith(".bin") and not name.endswith(".feats.bin")
 
 
+_BUILD_LOCKS: dict[str, object] = {}  # corpus folder -> its open lock file, held from begin to finish
+
+
+def _lock_build(out_dir: Path) -> None:
+    """One process builds a corpus at a time (two trainings or prepares started at once on a fresh --root):
+    an exclusive lock on <corpus>.lock beside it, released by finish_prepare, or when the process ends."""
+    import fcntl
+    key = str(out_dir.resolve())
+    if key in _BUILD_LOCKS:
+        return
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    f = open(out_dir.with_name(out_dir.name + ".lock"), "a+")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        from repro.progress import console
+        console.print(f"{out_dir.name}: another process is preparing it; waiting for it to finish")
+        fcntl.flock(f, fcntl.LOCK_EX)
+    _BUILD_LOCKS[key] = f
+
+
+def _unlock_build(out_dir: Path) -> None:
+    f = _BUILD_LOCKS.pop(str(Path(out_dir).resolve()), None)
+    if f is not None:
+        f.close()  # closing releases the lock
+
+
 def begin_prepare(out_dir: Path, inputs: dict) -> tuple[Path, bool]:
     """Where to build a corpus made from `inputs`, and whether `out_dir` already holds exactly that corpus.
 
     A complete corpus of other inputs (another --source or --vocab-size) is rebuilt beside it and replaced only
     when the new one is complete. An interrupted build resumes when its inputs match, and starts over otherwise."""
     out_dir = Path(out_dir)
+    _lock_build(out_dir)  # a second process preparing the same corpus waits here, then finds it prepared
     meta_path = out_dir / "meta.json"
     if meta_path.is_file():
         try:
             meta = read_meta(out_dir)
             if meta.get("inputs") == inputs:
+                _unlock_build(out_dir)
                 return out_dir, True
         except PrepareError:
             pass  # damaged: rebuild
@@ -186,6 +215,7 @@ def finish_prepare(partial: Path, out_dir: Path, meta: dict, inputs: dict) -> di
         os.replace(out_dir, old)
     os.replace(partial, out_dir)  # the one step that makes the new corpus the prepared one
     shutil.rmtree(old, ignore_errors=True)
+    _unlock_build(out_dir)
     return meta
 
 
