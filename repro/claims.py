@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from repro import judging
-from repro.results import stale_note
+from repro.results import metric_at, stale_note
 
 VERDICTS = ("reproduced", "not reproduced", "inconclusive", "not run")
 
@@ -105,21 +105,15 @@ CLAIMS = [
 FIG3_VANISH, FIG3_B2T_SHARE = 10.0, 0.2
 
 
-def _lookup(metrics: dict, path: tuple):
-    for k in path:
-        metrics = metrics.get(k) if isinstance(metrics, dict) else None
-    return metrics
-
-
 def _cell(records: dict[str, list[dict]], name: str, metric: tuple, or_metric: tuple = ()):
     recs = records.get(name, [])
     if not recs:
         return None
     values = []
     for r in recs:
-        v = _lookup(r.get("metrics") or {}, metric)
+        v = metric_at(r.get("metrics") or {}, metric)
         if v is None and or_metric:
-            v = _lookup(r.get("metrics") or {}, or_metric)
+            v = metric_at(r.get("metrics") or {}, or_metric)
         if r["status"] == "completed" and metric and isinstance(v, (int, float)):
             values.append(float(v))
     return {"failed": sum(r["status"] == "failed" for r in recs), "n": len(recs), "values": values,
@@ -278,9 +272,9 @@ def _cell_v2(records, name: str, claim: Claim) -> dict | None:
     values, reasons = [], []
     for r in recs:
         m = r.get("metrics") or {}
-        v = _lookup(m, claim.metric) if claim.metric else None
+        v = metric_at(m, claim.metric) if claim.metric else None
         if v is None and claim.or_metric:
-            v = _lookup(m, claim.or_metric)
+            v = metric_at(m, claim.or_metric)
         if r["status"] == "failed":
             reasons.append(f"seed {r['seed']}: {r.get('reason', '')}")
         elif isinstance(v, (int, float)) and not isinstance(v, bool):

@@ -30,12 +30,15 @@ def fail(message: str, code: int = 2):
     raise typer.Exit(code)
 
 
-def check_folder(path: Path, option: str) -> None:
-    """A folder option must name a folder (or nothing yet): fail before any work, not after it."""
+def check_folder(path: Path, option: str, writable: bool = False) -> None:
+    """A folder option must name a folder (or nothing yet), and one a command writes into must be writable: fail
+    before any work, not after it."""
     for parent in [path, *path.parents]:
         if parent.exists():
             if not parent.is_dir():
                 fail(f"{option} {path}: {parent} is a file, not a folder")
+            if writable and not os.access(parent, os.W_OK):
+                fail(f"{option} {path}: {parent} is not writable")
             return
 
 
@@ -43,15 +46,6 @@ def check_results(results: Path) -> None:
     """A command that reads records needs their folder: a missing one would print tables of "not run"."""
     if not results.is_dir():
         fail(f"--results {results}: no such folder of run records")
-
-
-def check_writable(path: Path, option: str) -> None:
-    """A folder a command will write into must be writable: refused before the work, not after it."""
-    for parent in [path, *path.parents]:
-        if parent.exists():
-            if not os.access(parent, os.W_OK):
-                fail(f"{option} {path}: {parent} is not writable")
-            return
 
 
 def check_scale(scale: str) -> None:
@@ -215,8 +209,7 @@ def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. reci
         os.environ[TRUST] = "1"
     if run_dir is not None and str(run_dir).strip() in ("", "."):
         fail(f"--run-dir {str(run_dir)!r}: names no run folder (a run needs a folder of its own)")
-    check_folder(results, "--results")
-    check_writable(results, "--results")
+    check_folder(results, "--results", writable=True)
     check_folder(root or default_root(), "--root")
     if scale == "tiny":  # the tiny corpora are generated, so a smoke test needs no prepare step
         from repro.data.tiny import ensure_tiny_corpora

@@ -32,6 +32,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from repro.results import metric_at
+
 RULES = {"v1": "2026-11-21", "v2": "2026-11-29"}  # version -> the date it took effect
 CURRENT = "v2"
 
@@ -45,12 +47,6 @@ MIN_SEEDS_TEST = 2      # trained seeds per cell a t-test needs (a spread needs 
 
 # -- learned nothing -------------------------------------------------------------------------------------------
 
-def _dig(d, path):
-    for k in path:
-        d = d.get(k) if isinstance(d, dict) else None
-    return d
-
-
 def headline(task: str, metrics: dict) -> tuple[str, float | None, str | None]:
     """(label, value, split) of the metric a run is judged on against the constant output: the average BLEU over
     the test sets (split None), test ROUGE-1, the WER of test-other (paper scale) or of the one test set (mini)."""
@@ -58,11 +54,11 @@ def headline(task: str, metrics: dict) -> tuple[str, float | None, str | None]:
     if task == "mt":
         return "BLEU", metrics.get("bleu_average"), None
     if task == "summarization":
-        return "ROUGE-1", _dig(splits, ("test", "rouge1")), "test"
+        return "ROUGE-1", metric_at(splits, ("test", "rouge1")), "test"
     if task == "asr":
         split = next((s for s in ("test-other", "test") if "wer" in (splits.get(s) or {})), None)
-        return f"{split} WER", _dig(splits, (split, "wer")) if split else None, split
-    return "test perplexity", _dig(splits, ("test", "perplexity")), "test"
+        return f"{split} WER", metric_at(splits, (split, "wer")) if split else None, split
+    return "test perplexity", metric_at(splits, ("test", "perplexity")), "test"
 
 
 def learned_nothing(record: dict, refs: dict | None) -> str | None:
@@ -74,7 +70,7 @@ def learned_nothing(record: dict, refs: dict | None) -> str | None:
         return None
     uni = refs.get("unigram", {})
     if task == "lm":
-        ppl, ref_ppl = _dig(m, ("splits", "test", "perplexity")), _dig(uni, ("perplexity", "test"))
+        ppl, ref_ppl = metric_at(m, ("splits", "test", "perplexity")), metric_at(uni, ("perplexity", "test"))
         if ppl is not None and ref_ppl is not None and math.log(ppl) > math.log(ref_ppl) - NLL_MARGIN:
             return (f"learned nothing: test perplexity {ppl:.1f} is not {NLL_MARGIN:g} nats under a unigram model "
                     f"of the training text ({ref_ppl:.1f})")
@@ -88,8 +84,11 @@ def learned_nothing(record: dict, refs: dict | None) -> str | None:
     if const and value is not None:
         ref_value = const.get("bleu_average") if split is None else const["splits"].get(split)
         lower = task == "asr"
-        if ref_value is not None and (value > ref_value - METRIC_MARGIN if lower else value < ref_value + METRIC_MARGIN):
-            return (f"learned nothing: {name} {value:.2f} is not {METRIC_MARGIN:g} point{'s' * (METRIC_MARGIN != 1)} better than one "
+        worse = ref_value is not None and (value > ref_value - METRIC_MARGIN if lower
+                                           else value < ref_value + METRIC_MARGIN)
+        if worse:
+            points = f"{METRIC_MARGIN:g} point{'s' * (METRIC_MARGIN != 1)}"
+            return (f"learned nothing: {name} {value:.2f} is not {points} better than one "
                     f"constant output for every input ({ref_value:.2f}: \"{const['output']}\")")
     blind = m.get("source_blind_nll")
     if blind is not None and nll is not None and blind < nll + NLL_MARGIN:
@@ -220,7 +219,8 @@ def _recipe_corpus(recipe_name: str, scale: str) -> str | None:
     return _CORPUS[recipe_name, scale]
 
 
-def judged_records(results_dir, scale: str, rules: str = CURRENT) -> tuple[dict[str, list[dict]], dict[str, list[dict]]]:
+def judged_records(results_dir, scale: str,
+                   rules: str = CURRENT) -> tuple[dict[str, list[dict]], dict[str, list[dict]]]:
     """`repro.results.current_records`, each record a copy whose status and reason are the rules' (the health
     rule's own kept as `health_status`)."""
     from repro.references import load_references

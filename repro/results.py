@@ -172,6 +172,13 @@ def read_jsonl(path: Path) -> list:
     return rows
 
 
+def metric_at(metrics, path):
+    """The value at a key path into a record's metrics (None where any step is missing)."""
+    for k in path:
+        metrics = metrics.get(k) if isinstance(metrics, dict) else None
+    return metrics
+
+
 def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 

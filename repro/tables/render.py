@@ -14,26 +14,18 @@ from pathlib import Path
 
 from repro.config import RecipeError, resolve
 from repro.judging import judged_records
-from repro.results import current_records, machine, recipes_dir, stale_note, stretch_hardware
+from repro.results import current_records, machine, metric_at, recipes_dir, stale_note, stretch_hardware
 from repro.tables import paper_values as pv
 from repro.tables.spec import SPECS, TITLES, TableSpec
 
 LOWER_IS_BETTER = {"lm", "asr"}
 FORMATS = ("text", "markdown", "latex", "csv", "json")
-def _dig(d: dict, path: list[str]):
-    for k in path:
-        if not isinstance(d, dict) or k not in d:
-            return None
-        d = d[k]
-    return d
-
-
 def ours_cell(records: list[dict], paths: list[list[str]]) -> dict:
     """Aggregate the records of one cell: status ok / failed / not run / not evaluated, mean, std, seeds."""
     if not records:
         return {"status": "not run", "mean": None, "std": None, "seeds": 0}
     failed = [r for r in records if r["status"] == "failed"]
-    found = lambda m: next((v for p in paths if (v := _dig(m, p)) is not None), None)
+    found = lambda m: next((v for p in paths if (v := metric_at(m, p)) is not None), None)
     values = [v for r in records if r["status"] == "completed" and (v := found(r["metrics"])) is not None]
     if not values:
         # "failed" only when every seed failed: a trained seed without this metric (per-year BLEU at reduced
@@ -47,7 +39,8 @@ def ours_cell(records: list[dict], paths: list[list[str]]) -> dict:
 
 def table_rows(number: int, scale: str, results_dir: Path, paper_version: str = "en") -> tuple[TableSpec, list[str], list[dict]]:
     if number not in SPECS:
-        raise KeyError(f"table {number}: tables 1-6, 9, 10 and 11 (the extension) compare runs; 7 and 8 are rendered from the recipes and the records")
+        raise KeyError(f"table {number}: tables 1-6, 9, 10 and 11 (the extension) compare runs; 7 and 8 are "
+                       f"rendered from the recipes and the records")
     spec = SPECS[number]
     if paper_version == "ja":
         if number not in pv.JA:

@@ -228,10 +228,8 @@ class TensorBoard:
     `tensorboard` package, `pip install -e '.[tb]'`); a resumed run drops the events after its checkpoint."""
 
     def __init__(self, run_dir: Path, step: int):
-        try:
-            from torch.utils.tensorboard import SummaryWriter
-        except ImportError:
-            raise ValueError("--tensorboard needs the tensorboard package: pip install -e '.[tb]'") from None
+        check_tensorboard()
+        from torch.utils.tensorboard import SummaryWriter
         self.writer = SummaryWriter(str(Path(run_dir) / "tb"), purge_step=step or None)
 
     def row(self, row: dict) -> None:
