@@ -162,12 +162,19 @@ CUDA_GRAPHS_HELP = ("On a GPU: replay each batch's forward and backward as a CUD
                     "far fewer kernel launches (MT and summarisation, one process, fp32 or bf16).")
 
 
+GROUP_HELP = ("Train each cell's missing seeds as one batched model (train --seeds), or one process per run. "
+              "Default: grouped on a GPU, where it is faster; not on a CPU, where it is not.")
+SEEDS_HELP = ("Train these seeds together as one batched model (repro/train/group.py), e.g. 1-8 or 1,3,5; each "
+              "writes its own run folder (under --run-dir, if given) and record.")
+
+
 @app.command()
 def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. recipes/18L-18L-b2t.yaml."),
           scale: str = typer.Option("paper", "--scale", help="paper, mini or tiny (the README's scale ladder)."),
           run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="Default: runs/<recipe>-<scale>-s<seed>."),
           set_: List[str] = typer.Option([], "--set", help="Override a recipe key, e.g. --set optim.lr=5e-4 (repeatable)."),
           seed: Optional[int] = typer.Option(None, "--seed", help="Seed (train.seed); another seed is the same recipe, not an override."),
+          seeds: Optional[str] = typer.Option(None, "--seeds", help=SEEDS_HELP),
           resume: bool = typer.Option(False, "--resume", help="Continue from the run directory's last checkpoint."),
           overwrite: bool = typer.Option(False, "--overwrite", help="Replace the run the run directory already holds."),
           allow_recipe_change: bool = typer.Option(False, "--allow-recipe-change",
@@ -189,6 +196,15 @@ def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. reci
     from repro.config import PRECISIONS, dump_yaml, resolve
     if precision is not None and precision not in PRECISIONS:
         fail(f"--precision {precision!r}: expected one of {', '.join(PRECISIONS)}")
+    if seeds is not None:
+        if seed is not None:
+            fail("--seed and --seeds: give one of them")
+        try:
+            seed_list = parse_seeds(seeds)
+        except ValueError as e:
+            fail(str(e))
+        return train_seeds(recipe, scale, seed_list, run_dir, set_, resume, overwrite, allow_recipe_change, root,
+                           results, threads, precision, tensorboard, replace_record, trust_checkpoints)
     try:
         resolved = resolve(recipe, scale, [*set_, *([f"train.seed={seed}"] if seed is not None else []),
                                            *precision_override(recipe, scale, precision)])
@@ -214,7 +230,7 @@ def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. reci
     if scale == "tiny":  # the tiny corpora are generated, so a smoke test needs no prepare step
         from repro.data.tiny import ensure_tiny_corpora
         ensure_tiny_corpora(root or default_root())
-    from repro.results import check_record_slot, record_path, write_record
+    from repro.results import check_record_slot, record_path
     from repro.train.loop import train_run
     run_dir = run_dir or Path("runs") / f"{resolved.name.replace('/', '-')}-{scale}-s{resolved.recipe.train.seed}"
     check_folder(run_dir, "--run-dir")
@@ -241,14 +257,81 @@ def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. reci
                           markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(130)
     if int(os.environ.get("RANK", "0")) == 0:
+        record_finished(results, run_dir, status, resolved, replace_record)
+
+
+def parse_seeds(text: str) -> list[int]:
+    """'1-8', '1,3,5' or '1-3,7' as a list of distinct seeds; a ValueError names what does not parse."""
+    out = []
+    for part in text.split(","):
+        lo, _, hi = part.strip().partition("-")
         try:
-            path = write_record(results, run_record(run_dir, status, resolved, metrics={}), Path(run_dir) / "log.jsonl",
-                                replace=replace_record)
-        except _known_errors() as e:
-            fail(f"{e} (the run itself is complete in {run_dir}: `lnrepro evaluate` writes its record again)")
-        colour = "green" if status["status"] == "completed" else "yellow"
-        console.print(f"{status['status']} after {status['step']} updates ({status['duration_s']} s)"
-                      f"{': ' + status['reason'] if status['reason'] else ''}; record {path}", style=colour)
+            first, last = int(lo), int(hi or lo)
+        except ValueError:
+            raise ValueError(f"--seeds {text!r}: {part.strip()!r} is not a seed or a range like 1-8") from None
+        if first < 0 or last < first:
+            raise ValueError(f"--seeds {text!r}: {part.strip()!r} is not an increasing range of seeds")
+        out += range(first, last + 1)
+    if len(set(out)) < len(out):
+        raise ValueError(f"--seeds {text!r}: a seed is named twice")
+    return out
+
+
+def record_finished(results: Path, run_dir: Path, status: dict, resolved, replace_record: bool) -> None:
+    """Write an ended run's record (and say so); a record that cannot be written is a one-line error."""
+    from repro.results import write_record
+    try:
+        path = write_record(results, run_record(run_dir, status, resolved, metrics={}), Path(run_dir) / "log.jsonl",
+                            replace=replace_record)
+    except _known_errors() as e:
+        fail(f"{e} (the run itself is complete in {run_dir}: `lnrepro evaluate` writes its record again)")
+    colour = "green" if status["status"] == "completed" else "yellow"
+    console.print(f"{run_dir}: {status['status']} after {status['step']} updates ({status['duration_s']} s)"
+                  f"{': ' + status['reason'] if status['reason'] else ''}; record {path}", style=colour,
+                  soft_wrap=True)
+
+
+def train_seeds(recipe: Path, scale: str, seeds: list[int], run_dir: Path | None, set_: list[str], resume: bool,
+                overwrite: bool, allow_recipe_change: bool, root: Path | None, results: Path, threads: int | None,
+                precision: str | None, tensorboard: bool, replace_record: bool, trust_checkpoints: bool) -> None:
+    """`train --seeds`: the seeds of one recipe as one group, each to its own run folder and record."""
+    from repro.config import resolve
+    from repro.results import check_record_slot, record_path
+    from repro.train.loop import train_group
+    try:
+        recipes = [resolve(recipe, scale, [*set_, f"train.seed={s}", *precision_override(recipe, scale, precision)])
+                   for s in seeds]
+    except RecipeError as e:
+        fail(str(e))
+    set_threads(threads)
+    if trust_checkpoints:
+        from repro.train.checkpoint import TRUST
+        os.environ[TRUST] = "1"
+    check_folder(results, "--results", writable=True)
+    check_folder(root or default_root(), "--root")
+    if scale == "tiny":
+        from repro.data.tiny import ensure_tiny_corpora
+        ensure_tiny_corpora(root or default_root())
+    parent = run_dir or Path("runs")
+    check_folder(parent, "--run-dir")
+    run_dirs = [parent / f"{res.name.replace('/', '-')}-{scale}-s{s}" for res, s in zip(recipes, seeds)]
+    try:
+        for res, d in zip(recipes, run_dirs):
+            slot = record_path(results, scale, res.name, res.recipe.train.seed, res.overrides, res.hash())
+            check_record_slot(slot, res.hash(), d, replace_record)
+        statuses = train_group(recipes, run_dirs, root or default_root(), resume=resume, overwrite=overwrite,
+                               allow_recipe_change=allow_recipe_change, tensorboard=tensorboard,
+                               on_finish=lambda i, status: record_finished(results, run_dirs[i], status, recipes[i],
+                                                                           replace_record))
+    except _known_errors() as e:
+        fail(str(e))
+    if any(st["status"] == "interrupted" for st in statuses):
+        again = " ".join(["lnrepro train", str(recipe), "--scale", scale, *(f"--set {x}" for x in set_),
+                          "--seeds", ",".join(map(str, seeds)), *(["--run-dir", str(run_dir)] if run_dir else []),
+                          "--resume"])
+        console.print(f"stopped by {statuses[0]['reason']}, checkpoints written; continue with: {again}",
+                      markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(130)
 
 
 def describe_record(path: Path) -> str:
@@ -520,7 +603,8 @@ def reproduce(table_number: int = typer.Argument(..., metavar="TABLE", help="Tab
               root: Path = typer.Option(None, "--root", help="Prepared corpora (default data/ or $LNREPRO_DATA)."),
               results: Path = typer.Option(Path("results"), "--results", help="Folder of run records."),
               cuda_graphs: bool = typer.Option(False, "--cuda-graphs", help=CUDA_GRAPHS_HELP),
-              tokens_per_gpu: Optional[int] = typer.Option(None, "--tokens-per-gpu", help=TOKENS_PER_GPU_HELP)):
+              tokens_per_gpu: Optional[int] = typer.Option(None, "--tokens-per-gpu", help=TOKENS_PER_GPU_HELP),
+              group: Optional[bool] = typer.Option(None, "--group/--no-group", help=GROUP_HELP)):
     """Run every cell of a table (train, evaluate; finished runs skipped, interrupted ones resumed), then render it.
 
     Example: lnrepro reproduce 1 --scale mini --seeds 3 --jobs 16
@@ -547,7 +631,15 @@ def reproduce(table_number: int = typer.Argument(..., metavar="TABLE", help="Tab
     except (ValueError, RecipeError) as e:
         fail(str(e))
     stale = rp.stale_records(planned)
-    print(rp.describe_plan(planned, jobs if launcher == "local" else 1), end="")
+    train_flags = (("--cuda-graphs",) if cuda_graphs else ()) + (
+        ("--tokens-per-gpu", str(tokens_per_gpu)) if tokens_per_gpu else ())
+    grouping = "auto" if group is None else ("group" if group else "no-group")
+    on_gpu = (launcher == "slurm" and slurm_gpus > 0) or (launcher == "local" and rp._local_gpus() > 0)
+    try:
+        lanes = rp.lanes(planned, grouping, on_gpu, train_flags)
+    except (ValueError, RecipeError) as e:
+        fail(str(e))
+    print(rp.describe_plan(planned, jobs if launcher == "local" else 1, lanes, rp.device_name(on_gpu)), end="")
     if plan_only:
         return
     if cuda_graphs:  # refused here, not by every job; a SLURM job's machine is taken to have its GPUs
@@ -559,8 +651,6 @@ def reproduce(table_number: int = typer.Argument(..., metavar="TABLE", help="Tab
         fail(f"{len(stale)} records of earlier recipe versions hold the slots these runs write: remove them first "
              f"(git rm {' '.join(stale[:3])}{' ...' if len(stale) > 3 else ''})")
     todo = rp.to_launch(planned)
-    train_flags = (("--cuda-graphs",) if cuda_graphs else ()) + (
-        ("--tokens-per-gpu", str(tokens_per_gpu)) if tokens_per_gpu else ())
     running = [r.name for r in planned if r.state == "running"]
     if running:  # another command trains them; starting them here would only be refused by their locks
         who = ("1 run trains in another process and is left to it" if len(running) == 1 else
@@ -572,7 +662,7 @@ def reproduce(table_number: int = typer.Argument(..., metavar="TABLE", help="Tab
                       else f"nothing to do: all {len(planned)} {runs_of} are done")
     elif launcher == "local":
         from repro.launch import run_jobs
-        done = run_jobs(rp.local_jobs(planned, results, data_root, train_flags), jobs,
+        done = run_jobs(rp.local_jobs(planned, results, data_root, train_flags, grouping, on_gpu), jobs,
                         threads or rp.launch_threads(planned, jobs))
         bad = [j for j in done if j.state != "done"]
         if bad:
@@ -580,7 +670,7 @@ def reproduce(table_number: int = typer.Argument(..., metavar="TABLE", help="Tab
     else:
         try:
             submitted = rp.submit(planned, results, data_root, runs / "slurm", settings,
-                                  local=launcher == "submitit-local", train_flags=train_flags)
+                                  local=launcher == "submitit-local", train_flags=train_flags, grouping=grouping)
         except ValueError as e:
             fail(str(e))
         console.print(f"submitted {len(submitted)} jobs: " + ", ".join(str(j.job_id) for j in submitted))

@@ -375,10 +375,92 @@ def check_graphable_runs(runs: list[PlannedRun], on_gpu: bool) -> None:
             raise ValueError(f"{run.name}: {e}") from None
 
 
-def local_jobs(runs: list[PlannedRun], results_dir: Path, data_root: Path, train_flags: tuple = ()):
+GROUPING = ("auto", "group", "no-group")
+
+
+def groupable(run: PlannedRun) -> bool:
+    """Whether the recipe's seeds can train as one group (repro/train/group.py: the task, precision, compile)."""
+    from repro.config import resolve
+    from repro.train.group import check_group
+    res = resolve(run.recipe, run.scale)
+    try:
+        check_group([res, res], 1, False)
+    except ValueError:
+        return False
+    return True
+
+
+def lanes(runs: list[PlannedRun], grouping: str, on_gpu: bool, train_flags: tuple = ()) -> list[list[PlannedRun]]:
+    """The processes a launch starts, each a list of runs: one run each, or, grouping, a cell's missing seeds
+    together as one batched model (`train --seeds`). A partial run resumes alone (its seeds' progress differs).
+    "auto" groups on a GPU only: on a CPU a group is slower per member than one process per run
+    (benchmarks/README.md, "Grouped seeds"). --cuda-graphs and --tokens-per-gpu are standalone runs' options."""
+    todo = to_launch(runs)
+    if grouping not in GROUPING:
+        raise ValueError(f"grouping {grouping!r}: expected one of {', '.join(GROUPING)}")
+    if grouping == "no-group" or (grouping == "auto" and (not on_gpu or train_flags)):
+        return [[r] for r in todo]
+    if train_flags:
+        raise ValueError(f"--group trains seeds as one model, which {' '.join(train_flags[:1])} does not apply to")
+    out, cells = [], {}
+    for r in todo:
+        if r.state == "missing" and groupable(r):
+            if r.recipe_name not in cells:
+                cells[r.recipe_name] = []
+                out.append(cells[r.recipe_name])
+            cells[r.recipe_name].append(r)
+        else:
+            out.append([r])
+    return out
+
+
+def lane_steps(lane: list[PlannedRun], results_dir: Path, data_root: Path,
+               train_flags: tuple = ()) -> list[list[str]]:
+    """A lane's `lnrepro` steps: a run's train and evaluate (`job_steps`), or a group's one train and each seed's
+    evaluate."""
+    if len(lane) == 1:
+        return job_steps(lane[0], results_dir, data_root, train_flags)
+    common = ["--root", str(Path(data_root).resolve()), "--results", str(Path(results_dir).resolve())]
+    first = lane[0]
+    train = ["train", str(first.recipe.resolve()), "--scale", first.scale, "--seeds",
+             ",".join(str(r.seed) for r in lane), "--run-dir", str(first.run_dir.parent.resolve()), "--resume",
+             *common]
+    return [train] + [["evaluate", str(r.run_dir.resolve()), *common] for r in lane]
+
+
+def lane_name(lane: list[PlannedRun]) -> str:
+    return lane[0].name if len(lane) == 1 else f"{lane[0].recipe_name}-{lane[0].scale}-s" + \
+        ",".join(str(r.seed) for r in lane)
+
+
+def local_jobs(runs: list[PlannedRun], results_dir: Path, data_root: Path, train_flags: tuple = (),
+               grouping: str = "no-group", on_gpu: bool = False):
     from repro.launch import Job
-    return [Job(r.name, job_steps(r, results_dir, data_root, train_flags), r.run_dir / "reproduce.out", r.run_dir,
-                recipe_updates(r.recipe_name, r.scale)) for r in to_launch(runs)]
+    return [Job(lane_name(lane), lane_steps(lane, results_dir, data_root, train_flags),
+                lane[0].run_dir / "reproduce.out", lane[0].run_dir, recipe_updates(lane[0].recipe_name, lane[0].scale))
+            for lane in lanes(runs, grouping, on_gpu, train_flags)]
+
+
+def group_gain(size: int, device: str, folder: Path = BENCHMARK_RESULTS) -> float | None:
+    """How many times the member-updates per second of standalone runs a group of `size` makes on `device` (a GPU's
+    name, or "cpu"), as benchmarks/group_step.py measured it: the largest measured group not above `size`. None
+    where nothing was measured on such a device."""
+    best = None
+    for path in sorted(Path(folder).glob("group_step*.json")) if Path(folder).is_dir() else []:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            rows = data["rows"]
+            where = (data.get("machine") or {}).get("device", "cpu")
+        except (ValueError, OSError, KeyError, TypeError):
+            continue
+        if where != device:
+            continue
+        alone = [r["member_updates_per_s"] for r in rows if r.get("mode") == "standalone"]
+        fits = sorted((r["group"], r["member_updates_per_s"]) for r in rows
+                      if r.get("mode") == "group" and r.get("group", 0) <= size)
+        if alone and fits:
+            best = fits[-1][1] / alone[0]
+    return best
 
 
 # -- SLURM through submitit -----------------------------------------------------------------------------------
@@ -397,7 +479,7 @@ def _run_steps(steps: list[list[str]], gpus: int) -> None:
 
 
 def submit(runs: list[PlannedRun], results_dir: Path, data_root: Path, folder: Path, slurm: dict,
-           local: bool = False, train_flags: tuple = ()) -> list:
+           local: bool = False, train_flags: tuple = (), grouping: str = "no-group") -> list:
     """One submitit job per run; `local` uses submitit's LocalExecutor (same code path, no cluster)."""
     import shutil
     if not local and (shutil.which("srun") is None or shutil.which("sbatch") is None):
@@ -419,8 +501,8 @@ def submit(runs: list[PlannedRun], results_dir: Path, data_root: Path, folder: P
             if slurm.get(key):
                 params[f"slurm_{key}"] = slurm[key]
         executor.update_parameters(**params)
-    return [executor.submit(_run_steps, job_steps(r, results_dir, data_root, train_flags), gpus)
-            for r in to_launch(runs)]
+    return [executor.submit(_run_steps, lane_steps(lane, results_dir, data_root, train_flags), gpus)
+            for lane in lanes(runs, grouping, on_gpu=gpus > 0 and not local, train_flags=train_flags)]
 
 
 SLURM_KEYS = ("partition", "account", "qos", "constraint", "time", "gpus", "cpus")
@@ -461,7 +543,8 @@ def wall_time(estimates: list[float], jobs: int) -> float:
     return max(lanes)
 
 
-def describe_plan(runs: list[PlannedRun], jobs: int = 1) -> str:
+def describe_plan(runs: list[PlannedRun], jobs: int = 1, grouped: list[list[PlannedRun]] | None = None,
+                  device: str = "cpu") -> str:
     lines = []
     for r in runs:
         est = "cost unknown"
@@ -473,8 +556,31 @@ def describe_plan(runs: list[PlannedRun], jobs: int = 1) -> str:
     todo = [r for r in runs if r.state != "done"]
     known = [r.estimate_s for r in todo if r.estimate_s is not None]
     total = f"; about {sum(known) / 3600:.1f} h of runs where earlier runs tell" if known else ""
+    groups = [lane for lane in grouped or [] if len(lane) > 1]
+    if groups:
+        # a group's time: its members' runs at the gain measured for its size on this device, else no gain
+        gains = {len(g): group_gain(len(g), device) for g in groups}
+        lane_s = [sum(r.estimate_s for r in lane) / (gains.get(len(lane)) or 1.0) if len(lane) > 1
+                  else lane[0].estimate_s for lane in grouped if all(r.estimate_s is not None for r in lane)]
+        measured = ", ".join(f"{n} seeds {g:.1f}x" for n, g in sorted(gains.items()) if g)
+        plural = "s" if len(groups) > 1 else ""
+        lines.append(f"grouped: {sum(len(g) for g in groups)} runs train as {len(groups)} group{plural} of seeds, "
+                     f"one process each (--no-group: one process per run); "
+                     + (f"measured gain on {device}: {measured}" if measured else
+                        f"no group gain measured on {device} (benchmarks/group_step.py), none assumed"))
+        known = lane_s
+        if known:
+            total = f"; about {sum(known) / 3600:.1f} h of processes where earlier runs tell"
     if known and jobs > 1:
         total += f", {wall_time(known, jobs) / 3600:.1f} h of wall time at {jobs} at once"
     counts = ", ".join(f"{sum(r.state == s for r in runs)} {s}" for s in ("done", "running", "partial", "missing")
                        if s != "running" or any(r.state == s for r in runs))
     return "\n".join(lines + [f"{len(runs)} runs: {counts}{total}"]) + "\n"
+
+
+def device_name(on_gpu: bool) -> str:
+    """The device a launch trains on, as benchmarks/group_step.py names it: a GPU's name, else "cpu"."""
+    if on_gpu and _local_gpus():
+        import torch
+        return torch.cuda.get_device_name(0)
+    return "cpu"

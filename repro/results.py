@@ -135,7 +135,7 @@ def corpus_fingerprint(corpus: str, meta: dict) -> dict:
 def status_provenance(status: dict) -> dict:
     """What a record copies from its run's status.json beyond the common fields: the corpus fingerprint (runs from
     before it was kept lack it), the batching that made its updates (`--tokens-per-gpu`) and, in fp16, the steps
-    its loss scaler skipped, the CPU seconds of its training process where every stretch kept them and, for a
+    its loss scaler skipped, the group it trained in (`train --seeds`), the CPU seconds of its training process where every stretch kept them and, for a
     run trained in more than one stretch (or resumed from a checkpoint of before stretches were kept), its
     `segments`, so a record says where each of its updates was made. A run trained with --cuda-graphs keeps its
     graphs and its replayed and eager batches, summed over the stretches that used them."""
@@ -144,7 +144,7 @@ def status_provenance(status: dict) -> dict:
     cpu = [p.get("cpu_s") for p in parts]
     graphed = [p["cuda_graphs"] for p in parts if "cuda_graphs" in p]
     return {**({"data": status["data"]} if "data" in status else {}),
-            **{k: status[k] for k in ("batching", "fp16_skipped_steps") if k in status},
+            **{k: status[k] for k in ("batching", "fp16_skipped_steps", "group") if k in status},
             **({"cpu_s": round(sum(cpu), 1)} if cpu and None not in cpu else {}),
             **({"cuda_graphs": {k: sum(g[k] for g in graphed) for k in graphed[0]}} if graphed else {}),
             **({"segments": parts} if resumed else {})}

@@ -82,9 +82,11 @@ class _OneDNNLinear(torch.autograd.Function):
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """F.linear, through oneDNN for fp32 tensors on the CPU outside autocast and compilation."""
+    """F.linear, through oneDNN for fp32 tensors on the CPU outside autocast, compilation and torch.func's
+    transforms (a group's vmap, repro/train/group.py: oneDNN's operator has no batching rule)."""
     if (ENABLED and ONEDNN and x.device.type == "cpu" and x.dtype == torch.float32 and weight.dtype == torch.float32
-            and x.numel() > 0 and not torch.is_autocast_enabled("cpu") and not torch.compiler.is_compiling()):
+            and x.numel() > 0 and not torch.is_autocast_enabled("cpu") and not torch.compiler.is_compiling()
+            and torch._C._functorch.maybe_current_level() is None):
         return _OneDNNLinear.apply(x, weight, bias)
     return F.linear(x, weight, bias)
 
@@ -102,5 +104,8 @@ class Dropout(nn.Dropout):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if (ENABLED and self.training and 0.0 < self.p < 1.0 and x.device.type == "cpu" and not self.inplace
                 and not torch.compiler.is_compiling()):
+            if torch._C._functorch.maybe_current_level() is not None:  # under vmap: an out-of-place compare,
+                # which has a batching rule (the in-place one would run member by member)
+                return x * torch.rand_like(x).ge(self.p) * (1.0 / (1.0 - self.p))
             return x * torch.rand_like(x).ge_(self.p).mul_(1.0 / (1.0 - self.p))
         return super().forward(x)

@@ -24,9 +24,10 @@ def checksum_path(path: Path) -> Path:
     return path.with_name(path.name + ".sha256")
 
 
-def save(state: dict, run_dir: Path, step: int, keep_last: int) -> Path:
-    """Write checkpoint_<step>.pt and its checksum; a failed write (a full disk) leaves no temporary file behind and
-    the previous checkpoint the newest, and says so in one line."""
+def save(state: dict, run_dir: Path, step: int, keep_last: int | None) -> Path:
+    """Write checkpoint_<step>.pt and its checksum, then keep the last `keep_last` (None: prune later, as a group
+    does once all its members have written theirs); a failed write (a full disk) leaves no temporary file behind
+    and the previous checkpoint the newest, and says so in one line."""
     path = run_dir / f"checkpoint_{step}.pt"
     tmp = path.with_name(path.name + ".tmp")
     digest_tmp = checksum_path(tmp)
@@ -44,10 +45,16 @@ def save(state: dict, run_dir: Path, step: int, keep_last: int) -> Path:
         raise CheckpointError(f"{path}: {'no space left on the disk of ' + str(run_dir) if full else e}; nothing "
                               f"half-written is left, and {newest[-1].name if newest else 'no checkpoint'} stays the "
                               f"newest") from None
+    if keep_last is not None:
+        prune(run_dir, keep_last)
+    return path
+
+
+def prune(run_dir: Path, keep_last: int) -> None:
+    """Delete all but the newest `keep_last` checkpoints (and their checksums)."""
     for old in list_checkpoints(run_dir)[:-keep_last]:
         old.unlink()
         checksum_path(old).unlink(missing_ok=True)
-    return path
 
 
 def list_checkpoints(run_dir: Path) -> list[Path]:

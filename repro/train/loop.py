@@ -28,10 +28,12 @@ from repro.data.text import PAD, read_meta
 from repro.model.build import build_model
 from repro.model.cpu_paths import keep_freed_memory
 from repro.model.init import admin_profile, load_admin_profile, save_admin_profile
+from repro.model.variants import get_variant
 from repro.progress import console, progress_bar
 from repro.results import atomic_write_text, corpus_fingerprint, git_commit, hardware, now
 from repro.train import checkpoint
 from repro.train.graphs import GraphedUpdate, check_graphable
+from repro.train.group import GroupEngine, check_group
 from repro.train.health import HealthMonitor, effective_window
 from repro.train.lock import RunDirError, run_lock
 from repro.train.optim import inverse_sqrt_lr, load_optimizer_state, make_optimizer, normalise_and_clip
@@ -250,32 +252,171 @@ def check_tensorboard() -> None:
         raise ValueError("--tensorboard needs the tensorboard package: pip install -e '.[tb]'") from None
 
 
-def train_run(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: bool = False,
-              overwrite: bool = False, allow_recipe_change: bool = False, cuda_graphs: bool = False,
-              tokens_per_gpu: int | None = None, tensorboard: bool = False) -> dict:
-    """Train one run. A directory holding a run is continued only with `resume` (and the same recipe unless
-    `allow_recipe_change`) and replaced only with `overwrite`; it is locked while in use. `cuda_graphs`: replay
-    each batch's forward and backward as a CUDA graph (repro/train/graphs.py). `tokens_per_gpu`: a GPU's batch,
-    a multiple of the recipe's; the update stays the recipe's (`batches_per_forward`)."""
-    run_dir = Path(run_dir)
-    batches_per_forward(resolved.recipe, tokens_per_gpu, int(os.environ.get("WORLD_SIZE", "1")))  # refuse early
-    if tensorboard:
-        check_tensorboard()
-    if cuda_graphs:  # before the run directory is touched
-        check_graphable(resolved.recipe, "cuda" if torch.cuda.is_available() else "cpu",
-                        int(os.environ.get("WORLD_SIZE", "1")))
-    if int(os.environ.get("RANK", "0")) != 0:
-        return _train(resolved, run_dir, data_root, resume, overwrite, allow_recipe_change, cuda_graphs,
-                      tokens_per_gpu)
-    with run_lock(run_dir):
-        return _train(resolved, run_dir, data_root, resume, overwrite, allow_recipe_change, cuda_graphs,
-                      tokens_per_gpu, tensorboard)
+class SingleEngine:
+    """A standalone run's update (eager, or replayed as CUDA graphs), under DDP where there are several processes,
+    with fp16's loss scaler where the recipe trains in fp16."""
+
+    def __init__(self, model, optimizer, r, d: Dist, device, cuda_graphs: bool):
+        self.model, self.optimizer, self.r, self.d, self.device = model, optimizer, r, d, device
+        self.ddp_model = model
+        if d.world > 1:
+            self.ddp_model = torch.nn.parallel.DistributedDataParallel(
+                model, device_ids=[d.local_rank] if device.type == "cuda" else None)
+        if r.train.compile:
+            self.ddp_model = torch.compile(self.ddp_model)
+        self.scaler = torch.amp.GradScaler(device.type) if r.train.precision == "fp16" else None
+        self.graphed = GraphedUpdate(model, r, capture=device.type == "cuda") if cuda_graphs else None
+
+    size = 1
+
+    def _eager(self, group, collate) -> torch.Tensor:
+        """Forward and backward over the update's batches, normalisation and clipping: [loss, NLL, target tokens,
+        gradient norm] on the device, the gradients in .grad."""
+        self.optimizer.zero_grad(set_to_none=True)
+        # Loss, NLL and token sums stay on the device until the update's one host-device sync.
+        sums = torch.zeros(3, dtype=torch.float64, device=self.device)
+        for j, idx in enumerate(group):
+            batch = to_device(collate(idx), self.device)
+            sync = (contextlib.nullcontext() if (self.d.world == 1 or j == len(group) - 1)
+                    else self.ddp_model.no_sync())
+            with sync:
+                with autocast(self.device, self.r.train.precision):
+                    loss, nll, ntok = batch_loss(self.ddp_model, batch, self.r)
+                (self.scaler.scale(loss) if self.scaler else loss).backward()
+            sums[0] += loss.detach().double()
+            sums[1] += nll.detach().double()
+            sums[2] += ntok  # a host count: no copy to the device
+        if self.d.world > 1:
+            dist.all_reduce(sums)
+        if self.scaler:
+            self.scaler.unscale_(self.optimizer)
+        # DDP averages gradients over ranks; the loss is a sum over tokens: normalise by all tokens.
+        norm = normalise_and_clip(self.model.parameters(), sums[2], self.r.optim.clip_norm, self.d.world)
+        return torch.cat([sums, norm.double().view(1)])
+
+    def update(self, groups: list[list], lrs: list[float], collate) -> list[dict]:
+        for g in self.optimizer.param_groups:
+            g["lr"] = lrs[0]
+        if self.graphed is not None:
+            sums_norm = self.graphed(to_device(collate(idx), self.device) for idx in groups[0])
+        else:
+            sums_norm = self._eager(groups[0], collate)
+        loss_sum, nll_sum, ntokens, grad_norm = sums_norm.tolist()  # the update's one host-device sync
+        out = {"loss": loss_sum, "nll": nll_sum, "tokens": ntokens, "grad_norm": grad_norm, "skipped": False}
+        if self.scaler:
+            scale = self.scaler.get_scale()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+            # an overflow: the scaler skipped this step and lowered its scale
+            out.update(skipped=self.scaler.get_scale() < scale, loss_scale=self.scaler.get_scale())
+        elif math.isfinite(grad_norm):
+            self.optimizer.step()
+        return [out]
+
+    def validate(self, data, max_tokens: int) -> list[float]:
+        return [validate(self.model, data, self.r, self.device, max_tokens)]
+
+    def member_state(self, g: int) -> tuple[dict, dict]:
+        return self.model.state_dict(), self.optimizer.state_dict()
+
+    def drop(self, keep: list[bool]) -> None:
+        """A run that fails ends the loop: nothing to remove."""
+
+    def counts(self) -> dict | None:
+        return self.graphed.counts() if self.graphed else None
 
 
-def _train(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: bool, overwrite: bool,
-           allow_recipe_change: bool, cuda_graphs: bool, tokens_per_gpu: int | None = None,
-           tensorboard: bool = False) -> dict:
-    r = resolved.recipe
+class GroupEngineOnLoop:
+    """repro.train.group.GroupEngine with the loop's calling convention."""
+
+    def __init__(self, engine, device, precision: str):
+        self.engine, self.device, self.precision = engine, device, precision
+
+    @property
+    def size(self) -> int:
+        return self.engine.size
+
+    def update(self, groups, lrs, collate) -> list[dict]:
+        return self.engine.update(groups, lrs, collate, lambda: autocast(self.device, self.precision))
+
+    def validate(self, data, max_tokens: int) -> list[float]:
+        return self.engine.validate(data, max_tokens, lambda: autocast(self.device, self.precision))
+
+    def member_state(self, g: int) -> tuple[dict, dict]:
+        return self.engine.member_state(g)
+
+    def drop(self, keep: list[bool]) -> None:
+        self.engine.drop(keep)
+
+    def counts(self) -> None:
+        return None
+
+
+@dataclass
+class Member:
+    """One run in the loop: a standalone run, or one member of a group. Its own directory, checkpoint to resume
+    from, place in its seed's batch order, failure monitor, log window and status."""
+
+    resolved: ResolvedRecipe
+    run_dir: Path
+    existing: str | None = None
+    state: dict | None = None  # the checkpoint it resumes from
+    newest: Path | None = None
+    finished: dict | None = None  # a group member that had ended before this resume: its status
+    health: HealthMonitor | None = None
+    epoch: int = 1
+    position: int = 0
+    batches: list | None = None  # this epoch's batches
+    window: dict | None = None
+    last_valid: float | None = None
+    failed: str | None = None
+    status: dict | None = None
+    earlier: list | None = None  # the stretches before this one
+    stretch_started: str = ""
+    elapsed_before: float = 0.0
+    tb: TensorBoard | None = None
+
+    @property
+    def r(self):
+        return self.resolved.recipe
+
+    @property
+    def log_path(self) -> Path:
+        return self.run_dir / "log.jsonl"
+
+    @property
+    def status_path(self) -> Path:
+        return self.run_dir / "status.json"
+
+    def next_update(self, train_data, d: Dist, update_freq: int, merge: int, corpus_dir: Path) -> list:
+        """The batches of this member's next update: its seed's order, epoch after epoch."""
+        def epoch_batches():
+            batches = rank_batches(token_batches(train_data.sizes, batch_tokens(self.r), self.r.train.seed,
+                                                 self.epoch), d.rank, d.world, update_freq)
+            if len(batches) // update_freq == 0:
+                raise ValueError(f"{corpus_dir}: the training split gives fewer batches than one update needs "
+                                 f"({d.world * update_freq}); lower optim.gpus_per_update or data.max_tokens")
+            return batches
+        if self.batches is None:
+            self.batches = epoch_batches()
+        if self.position >= len(self.batches) // update_freq:
+            self.epoch, self.position = self.epoch + 1, 0
+            self.batches = epoch_batches()
+        group = self.batches[self.position * update_freq:(self.position + 1) * update_freq]
+        self.position += 1
+        if merge > 1:  # a GPU's larger batch: the same batches, `merge` of them per forward
+            group = [np.concatenate(group[i:i + merge]) for i in range(0, len(group), merge)]
+        return group
+
+    def lr(self, step: int, warmup: bool) -> float:
+        o = self.r.optim
+        return inverse_sqrt_lr(step, o.lr, o.warmup_updates, o.warmup_init_lr, warmup=warmup,
+                               decay_period=o.decay_period)
+
+
+def open_member(resolved: ResolvedRecipe, run_dir: Path, resume: bool, overwrite: bool, allow_recipe_change: bool,
+                main: bool) -> Member:
+    """What a run directory holds and whether this command may use it; the checkpoint a resume starts from."""
     existing = describe_run(run_dir)
     if existing and not resume and not overwrite:
         raise RunDirError(f"{run_dir} already holds {existing}: continue it with --resume, or replace it with "
@@ -285,10 +426,10 @@ def _train(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: boo
     newest, state, skipped = checkpoint.newest_intact(ckpts)
     if ckpts and state is None:
         raise checkpoint.CheckpointError(f"{run_dir}: no intact checkpoint to resume from ({'; '.join(skipped)})")
-    if skipped and int(os.environ.get("RANK", "0")) == 0:
+    if skipped and main:
         for why in skipped:
             console.print(f"skipped: {why}", soft_wrap=True)
-    if resume and not existing and int(os.environ.get("RANK", "0")) == 0:
+    if resume and not existing and main:
         console.print(f"--resume: {run_dir} holds no run to resume; starting a new one", markup=False,
                       highlight=False)
     if resume and state is None and (run_dir / "status.json").is_file():
@@ -299,6 +440,79 @@ def _train(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: boo
                           f"{' with ' + ' '.join(resolved.overrides) if resolved.overrides else ''} resolves to "
                           f"{resolved.hash()}: resume with the same recipe and --set values, or pass "
                           f"--allow-recipe-change")
+    return Member(resolved, Path(run_dir), existing, state, newest)
+
+
+def align_group(members: list[Member], resume: bool) -> None:
+    """A group resumes every member from the same update. A member that had already ended (its status.json
+    written) keeps its end. Of the others, one killed while the group wrote its checkpoints may be one
+    checkpoint ahead: it goes back to the group's newest common update, whose checkpoint a group keeps until every
+    member has written the next one (`checkpoint.prune` runs after all have)."""
+    if resume:
+        for m in members:
+            if m.status_path.is_file():
+                m.finished = json.loads(m.status_path.read_text())
+    live = [m for m in members if m.finished is None]
+    steps = [m.state["step"] if m.state else 0 for m in live]
+    common = min(steps, default=0)
+    for m, s in zip(live, steps):
+        if s == common:
+            continue
+        if common == 0:  # a member without any checkpoint: the whole group starts again
+            m.state = m.newest = None
+        else:
+            m.newest = m.run_dir / f"checkpoint_{common}.pt"
+            m.state = checkpoint.load(m.newest)
+
+
+def train_run(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: bool = False,
+              overwrite: bool = False, allow_recipe_change: bool = False, cuda_graphs: bool = False,
+              tokens_per_gpu: int | None = None, tensorboard: bool = False) -> dict:
+    """Train one run. A directory holding a run is continued only with `resume` (and the same recipe unless
+    `allow_recipe_change`) and replaced only with `overwrite`; it is locked while in use. `cuda_graphs`: replay
+    each batch's forward and backward as a CUDA graph (repro/train/graphs.py). `tokens_per_gpu`: a GPU's batch,
+    a multiple of the recipe's; the update stays the recipe's (`batches_per_forward`)."""
+    return train_group([resolved], [run_dir], data_root, resume, overwrite, allow_recipe_change, cuda_graphs,
+                       tokens_per_gpu, tensorboard)[0]
+
+
+def train_group(recipes: list[ResolvedRecipe], run_dirs: list[Path], data_root: Path, resume: bool = False,
+                overwrite: bool = False, allow_recipe_change: bool = False, cuda_graphs: bool = False,
+                tokens_per_gpu: int | None = None, tensorboard: bool = False, on_finish=None) -> list[dict]:
+    """Train runs together: one run alone (`train_run`), or several seeds of one recipe as one stacked model
+    (repro/train/group.py). Returns each run's status; `on_finish(i, status)` is called as run i ends (a group
+    member that fails ends before the others)."""
+    run_dirs = [Path(p) for p in run_dirs]
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    batches_per_forward(recipes[0].recipe, tokens_per_gpu, world)  # refuse early
+    if len(recipes) > 1:
+        check_group(recipes, world, cuda_graphs)
+        if len(set(d.resolve() for d in run_dirs)) < len(run_dirs):
+            raise RunDirError("grouped training: two members share a run directory")
+    if tensorboard:
+        check_tensorboard()
+    if cuda_graphs:  # before the run directory is touched
+        check_graphable(recipes[0].recipe, "cuda" if torch.cuda.is_available() else "cpu", world)
+    args = (recipes, run_dirs, data_root, resume, overwrite, allow_recipe_change, cuda_graphs, tokens_per_gpu,
+            tensorboard, on_finish)
+    if int(os.environ.get("RANK", "0")) != 0:
+        return _train(*args)
+    with contextlib.ExitStack() as locks:
+        for run_dir in run_dirs:
+            locks.enter_context(run_lock(run_dir))
+        return _train(*args)
+
+
+def _train(recipes: list[ResolvedRecipe], run_dirs: list[Path], data_root: Path, resume: bool, overwrite: bool,
+           allow_recipe_change: bool, cuda_graphs: bool, tokens_per_gpu: int | None, tensorboard: bool,
+           on_finish) -> list[dict]:
+    main = int(os.environ.get("RANK", "0")) == 0
+    members = [open_member(res, run_dir, resume, overwrite, allow_recipe_change, main)
+               for res, run_dir in zip(recipes, run_dirs)]
+    if len(members) > 1:
+        align_group(members, resume)
+    live = [m for m in members if m.finished is None]
+    r = members[0].r
     d = setup_distributed()
     device = torch.device(f"cuda:{d.local_rank}" if torch.cuda.is_available() else "cpu")
     if device.type == "cpu":
@@ -307,36 +521,245 @@ def _train(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: boo
     meta = read_meta(corpus_dir)
     train_data = open_split(r, corpus_dir, r.data.train_split, train=True)
     valid_data = open_split(r, corpus_dir, r.data.valid_split)
-
-    seed = r.train.seed
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-    model = build_model(r, meta["vocab_size"], PAD).to(device)
-    optimizer = make_optimizer(model.parameters(), r.optim.lr, r.optim.betas, r.optim.eps, r.optim.weight_decay)
     if r.optim.gpus_per_update % d.world:
         raise ValueError(f"optim.gpus_per_update {r.optim.gpus_per_update} is not a multiple of the "
                          f"{d.world} processes")
     update_freq = r.optim.gpus_per_update // d.world
     merge = batches_per_forward(r, tokens_per_gpu, d.world)
-    health = HealthMonitor(r.optim.warmup_updates if model.variant.warmup else 0,
-                           effective_window(r.train.divergence_window, r.optim.max_updates,
-                                            r.train.log_interval), vocab_size=meta["vocab_size"])
-    log_path, status_path = run_dir / "log.jsonl", run_dir / "status.json"
-    step, epoch, position, elapsed_before = 0, 1, 0, 0.0
+
+    # -- set-up: each member's directory and model, as its standalone run makes them ------------------------
+    group = ({"runs": [str(m.run_dir) for m in members], "seeds": [m.r.train.seed for m in members]}
+             if len(members) > 1 else None)
+    models, engine = [], None
+    for m in live:
+        prepare_member(m, d, meta, update_freq, merge, group)
+        models.append(build_member(m, meta, train_data, device, d))
+    warmup = models[0].variant.warmup if models else True
+    if len(members) == 1:
+        optimizer = make_optimizer(models[0].parameters(), r.optim.lr, r.optim.betas, r.optim.eps,
+                                   r.optim.weight_decay)
+        if live[0].state is not None:
+            load_optimizer_state(optimizer, live[0].state["optimizer"])
+        engine = SingleEngine(models[0], optimizer, r, d, device, cuda_graphs)
+    elif live:
+        engine = GroupEngineOnLoop(GroupEngine(models, [m.state and m.state["optimizer"] for m in live],
+                                               [m.resolved for m in live], device), device, r.train.precision)
+    del models
+    resumed = next((m.state for m in live if m.state is not None), None)
+    step = resumed["step"] if resumed else 0
+    if resumed:  # a group's members hold the same random state: the group's
+        torch.set_rng_state(resumed["rng"]["torch"])
+        random.setstate(resumed["rng"]["python"])
+        if torch.cuda.is_available() and resumed["rng"].get("cuda") is not None:
+            torch.cuda.set_rng_state(resumed["rng"]["cuda"])
+    for m in live:
+        m.state = None  # loaded: free it
+
+    t0, c0 = time.time(), time.process_time()
+
+    def segments(m: Member) -> list[dict]:
+        this = {"started": m.stretch_started, "commit": m.status["commit"],
+                "hardware": m.status["hardware"], "from_update": from_update, "to_update": step,
+                "duration_s": round(time.time() - t0, 1), "cpu_s": round(time.process_time() - c0, 1),
+                **({"group_size": len(live)} if group else {}),
+                **({"cuda_graphs": engine.counts()} if engine.counts() else {})}
+        return m.earlier + [this]
+
+    from_update = step
+
+    def save_checkpoints(group: list[Member]) -> None:
+        if not d.main:
+            return
+        rng = {"torch": torch.get_rng_state(), "python": random.getstate(),
+               "cuda": torch.cuda.get_rng_state() if torch.cuda.is_available() else None}
+        for m in group:
+            model_state, optimizer_state = engine.member_state(active.index(m))
+            state = {"model": model_state, "optimizer": optimizer_state, "step": step, "epoch": m.epoch,
+                     "position": m.position, "elapsed": m.elapsed_before + time.time() - t0,
+                     "health": m.health.state_dict(), "segments": segments(m), "rng": rng,
+                     "recipe_hash": m.resolved.hash(), **({"group": m.status["group"]} if "group" in m.status else {})}
+            checkpoint.save(state, m.run_dir, step, keep_last=None)
+        for m in group:  # only once every member has this update's checkpoint (align_group)
+            checkpoint.prune(m.run_dir, m.r.train.keep_last)
+
+    def finish(m: Member) -> None:
+        """Write the member's status.json: the run has ended (completed, or failed)."""
+        m.status.update({"status": "failed" if m.failed else "completed", "reason": m.failed or "", "step": step,
+                         "finished": now(), "duration_s": round(m.elapsed_before + time.time() - t0, 1),
+                         "recipe": str(m.resolved.path), "recipe_hash": m.resolved.hash(),
+                         "scale": m.resolved.scale, "overrides": m.resolved.overrides, "seed": m.r.train.seed,
+                         "segments": segments(m)})
+        if m.tb:
+            m.tb.close()
+        if d.main:
+            atomic_write_text(m.status_path, json.dumps(m.status, indent=2) + "\n")
+        if on_finish is not None:
+            on_finish(members.index(m), m.status)
+
+    def log(m: Member, row: dict) -> None:
+        if d.main:
+            append_jsonl(m.log_path, row)
+            if m.tb:
+                m.tb.row(row)
+
+    active = list(live)
+
+    def drop_failed() -> None:
+        nonlocal active
+        keep = [m.failed is None for m in active]
+        if all(keep):
+            return
+        for m in active:
+            if m.failed:
+                finish(m)
+        engine.drop(keep)
+        active = [m for m in active if m.failed is None]
+
+    # -- the loop: one update of every member, then its logging, validation and checkpoint ------------------
+    interrupted = None
+    title = f"train {members[0].resolved.name}" + (f" seeds {','.join(map(str, group['seeds']))}" if group else "")
+    for m in live:
+        m.window = new_window()
+        m.tb = TensorBoard(m.run_dir, step) if tensorboard and d.main else None
+    with progress_bar(title, r.optim.max_updates) as bar, StopRequest() as stop:
+        bar.advance(step)
+        while active and step < r.optim.max_updates:
+            groups = [m.next_update(train_data, d, update_freq, merge, corpus_dir) for m in active]
+            lrs = [m.lr(step, warmup) for m in active]
+            results = engine.update(groups, lrs, train_data.collate)
+            step += 1
+            bar.advance(1)
+            for m, res, lr in zip(active, results, lrs):
+                take_update(m, res, step, lr, t0, log)
+            if d.main and step % r.train.log_interval == 0:
+                bar.update(status=bar_status(active[0].window["last"], active[0].last_valid) +
+                           (f" ({len(active)} of {len(members)} training)" if group else ""))
+            drop_failed()
+            if active and step % r.train.validate_interval == 0:
+                for m, v in zip(active, engine.validate(valid_data, batch_tokens(r))):
+                    m.last_valid = v
+                    log(m, {"step": step, "valid_nll": v})
+                    m.failed = m.health.check_valid(step, v)
+                drop_failed()
+            if active and step % r.train.save_interval == 0:
+                save_checkpoints(active)
+            if active and stop.requested(d.world, device):
+                interrupted = stop.name
+                break
+
+    # -- finish: a last validation and checkpoint, the status of every member -------------------------------
+    if interrupted:
+        if step % r.train.save_interval:
+            save_checkpoints(active)
+        for m in active:
+            if m.tb:
+                m.tb.close()
+            # no status.json: the run directory reads as unfinished, resumable from the checkpoint just written
+            m.status.update({"status": "interrupted", "reason": f"{interrupted} at update {step}", "step": step})
+    else:
+        # (a resumed run that had already ended validated this update then: its log keeps that row)
+        need = [step % r.train.validate_interval and not validated_in_log(m.log_path, step) for m in active]
+        if any(need):
+            for m, v, n in zip(active, engine.validate(valid_data, batch_tokens(r)), need):
+                if n:
+                    log(m, {"step": step, "valid_nll": v})
+                    m.failed = m.health.check_valid(step, v)
+        done = [m for m in active if m.failed is None]
+        if done and step % r.train.save_interval:
+            save_checkpoints(done)
+        for m in active:
+            finish(m)
+    if d.world > 1:
+        dist.barrier()
+    return [m.finished if m.finished is not None else m.status for m in members]
+
+
+def new_window() -> dict:
+    """Sums over the updates since the last log line."""
+    return {"loss": 0.0, "nll": 0.0, "tokens": 0, "updates": 0, "time": time.time(), "grad_norm": 0.0, "skipped": 0,
+            "last": None}
+
+
+def take_update(m: Member, res: dict, step: int, lr: float, t0: float, log) -> None:
+    """One update's results for a member: its window sums, the failure rule, and a log row every log_interval."""
+    w = m.window
+    w["loss"] += res["loss"]
+    w["nll"] += res["nll"]
+    w["tokens"] += res["tokens"]
+    w["updates"] += 1
+    w["grad_norm"] += res["grad_norm"]
+    if res["skipped"]:
+        w["skipped"] += 1
+        m.status["fp16_skipped_steps"] = m.status.get("fp16_skipped_steps", 0) + 1
+    loss_now = res["loss"] / max(res["tokens"], 1)
+    if not math.isfinite(loss_now):
+        m.failed = f"loss became {loss_now} at update {step}"
+    elif not math.isfinite(res["grad_norm"]) and "loss_scale" not in res:  # fp16 skips such steps by design
+        m.failed = f"gradient norm became {res['grad_norm']} at update {step}"
+    if step % m.r.train.log_interval == 0 or m.failed:
+        dt = time.time() - w["time"]
+        row = {"step": step, "epoch": m.epoch, "lr": lr, "loss": w["loss"] / max(w["tokens"], 1),
+               "nll": w["nll"] / max(w["tokens"], 1), "grad_norm": w["grad_norm"] / w["updates"],
+               "tokens_per_s": w["tokens"] / max(dt, 1e-9), "time": time.time() - t0 + m.elapsed_before,
+               **({"fp16_skipped": w["skipped"], "loss_scale": res["loss_scale"]} if "loss_scale" in res else {})}
+        m.failed = m.failed or m.health.check(step, row["loss"])
+        log(m, row)
+        m.window = new_window()
+        m.window["last"] = row
+
+
+def prepare_member(m: Member, d: Dist, meta: dict, update_freq: int, merge: int, group: dict | None) -> None:
+    """The member's directory (a stale start cleared, the resolved recipe written), failure monitor, status and
+    place in its batch order."""
+    r = m.r
+    variant_warms = get_variant(r.model.variant).warmup
+    m.health = HealthMonitor(r.optim.warmup_updates if variant_warms else 0,
+                             effective_window(r.train.divergence_window, r.optim.max_updates, r.train.log_interval),
+                             vocab_size=meta["vocab_size"])
     if d.main:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        if existing and state is None:  # --overwrite, or a start that never checkpointed: cleared only now that
-            # data and model are ready
-            for stale in [log_path, status_path, run_dir / "admin_profile.json", *checkpoint.list_checkpoints(run_dir)]:
+        m.run_dir.mkdir(parents=True, exist_ok=True)
+        if m.existing and m.state is None:  # --overwrite, or a start that never checkpointed: cleared only now
+            # that data and model are ready
+            for stale in [m.log_path, m.status_path, m.run_dir / "admin_profile.json",
+                          *checkpoint.list_checkpoints(m.run_dir)]:
                 stale.unlink(missing_ok=True)
                 Path(f"{stale}.sha256").unlink(missing_ok=True)
-        (run_dir / "recipe.yaml").write_text(f"# {resolved.path} at scale {resolved.scale}\n" + dump_yaml(r))
+        (m.run_dir / "recipe.yaml").write_text(f"# {m.resolved.path} at scale {m.resolved.scale}\n" + dump_yaml(r))
+    m.status = {"status": "running", "reason": "", "step": 0, "started": now(), "commit": git_commit(),
+                "hardware": hardware(d.world), "update_freq": update_freq,
+                "data": corpus_fingerprint(r.data.corpus, meta),
+                "batching": {"tokens_per_gpu": batch_tokens(r) * merge, "batches_per_forward": merge,
+                             "forwards_per_update": update_freq // merge},
+                **({"group": group} if group else {})}
+    m.stretch_started = m.status["started"]
+    # A run resumed on another day, commit or machine keeps one entry per stretch of training, so its record says
+    # where every update was made and at what pace (its seconds, and its hardware with the CPU threads); the first
+    # entry's start is the run's. The process's CPU seconds (all its threads) tell whether the stretch had its
+    # threads' cores to itself or shared them with other work, which slows it. A group's stretch is the group's.
+    m.earlier = m.state.get("segments", []) if m.state is not None else []
+    if m.earlier:
+        m.status["started"] = m.earlier[0]["started"]
+    if m.state is not None:
+        m.epoch, m.position = m.state["epoch"], m.state["position"]
+        m.elapsed_before = m.state.get("elapsed", 0.0)
+        m.health.load_state_dict(m.state["health"])
+        if d.main:
+            truncate_log(m.log_path, m.state["step"])
+            console.print(f"resumed from {m.newest.name} (update {m.state['step']})" +
+                          (f" in {m.run_dir}" if group else ""), markup=False, highlight=False)
 
+
+def build_member(m: Member, meta: dict, train_data, device, d: Dist):
+    """The member's model as its standalone run builds it: seeded, initialised, Admin's profile, the checkpoint."""
+    r, seed = m.r, m.r.train.seed
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    model = build_model(r, meta["vocab_size"], PAD).to(device)
     # Admin: one profiling pass, done once by rank 0 and saved beside the run; every process (and every later
     # resume) loads the saved profile instead of profiling again.
     if model.variant.residual == "admin_omega":
-        profile_path = run_dir / "admin_profile.json"
+        profile_path = m.run_dir / "admin_profile.json"
         if d.main and not profile_path.is_file():
             first = token_batches(train_data.sizes, batch_tokens(r), seed, 1)[0]
             batch = to_device(train_data.collate(first), device)
@@ -344,195 +767,6 @@ def _train(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: boo
         if d.world > 1:
             dist.barrier()
         load_admin_profile(model, profile_path)
-
-    if state is not None:
-        model.load_state_dict(state["model"])
-        load_optimizer_state(optimizer, state["optimizer"])
-        step, epoch, position = state["step"], state["epoch"], state["position"]
-        elapsed_before = state.get("elapsed", 0.0)
-        health.load_state_dict(state["health"])
-        torch.set_rng_state(state["rng"]["torch"])
-        random.setstate(state["rng"]["python"])
-        if torch.cuda.is_available() and state["rng"].get("cuda") is not None:
-            torch.cuda.set_rng_state(state["rng"]["cuda"])
-        if d.main:
-            truncate_log(log_path, step)
-            console.print(f"resumed from {newest.name} (update {step})")
-
-    ddp_model = model
-    if d.world > 1:
-        ddp_model = torch.nn.parallel.DistributedDataParallel(
-            model, device_ids=[d.local_rank] if device.type == "cuda" else None)
-    if r.train.compile:
-        ddp_model = torch.compile(ddp_model)
-    scaler = torch.amp.GradScaler(device.type) if r.train.precision == "fp16" else None
-    graphed = GraphedUpdate(model, r, capture=device.type == "cuda") if cuda_graphs else None
-
-    def save_checkpoint():
-        if not d.main:
-            return
-        state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step, "epoch": epoch,
-                 "position": position, "elapsed": elapsed_before + time.time() - t0, "health": health.state_dict(),
-                 "segments": segments(),
-                 "rng": {"torch": torch.get_rng_state(), "python": random.getstate(),
-                         "cuda": torch.cuda.get_rng_state() if torch.cuda.is_available() else None},
-                 "recipe_hash": resolved.hash()}
-        checkpoint.save(state, run_dir, step, r.train.keep_last)
-
-    status = {"status": "running", "reason": "", "step": step, "started": now(), "commit": git_commit(),
-              "hardware": hardware(d.world), "update_freq": update_freq, "data": corpus_fingerprint(r.data.corpus, meta),
-              "batching": {"tokens_per_gpu": batch_tokens(r) * merge, "batches_per_forward": merge,
-                           "forwards_per_update": update_freq // merge}}
-    # A run resumed on another day, commit or machine keeps one entry per stretch of training, so its record says
-    # where every update was made and at what pace (its seconds, and its hardware with the CPU threads); the first
-    # entry's start is the run's. The process's CPU seconds (all its threads) tell whether the stretch had its
-    # threads' cores to itself or shared them with other work, which slows it.
-    earlier = state.get("segments", []) if state is not None else []
-    this_segment = {"started": status["started"], "commit": status["commit"], "hardware": status["hardware"],
-                    "from_update": step}
-    segments = lambda: earlier + [{**this_segment, "to_update": step, "duration_s": round(time.time() - t0, 1),
-                                   "cpu_s": round(time.process_time() - c0, 1),
-                                   **({"cuda_graphs": graphed.counts()} if graphed else {})}]
-    if earlier:
-        status["started"] = earlier[0]["started"]
-
-    def eager_update(group) -> torch.Tensor:
-        """Forward and backward over the update's batches, normalisation and clipping: [loss, NLL, target tokens,
-        gradient norm] on the device, the gradients in .grad."""
-        optimizer.zero_grad(set_to_none=True)
-        # Loss, NLL and token sums stay on the device until the update's one host-device sync.
-        sums = torch.zeros(3, dtype=torch.float64, device=device)
-        for j, idx in enumerate(group):
-            batch = to_device(train_data.collate(idx), device)
-            sync = contextlib.nullcontext() if (d.world == 1 or j == len(group) - 1) else ddp_model.no_sync()
-            with sync:
-                with autocast(device, r.train.precision):
-                    loss, nll, ntok = batch_loss(ddp_model, batch, r)
-                (scaler.scale(loss) if scaler else loss).backward()
-            sums[0] += loss.detach().double()
-            sums[1] += nll.detach().double()
-            sums[2] += ntok  # a host count: no copy to the device
-        if d.world > 1:
-            dist.all_reduce(sums)
-        if scaler:
-            scaler.unscale_(optimizer)
-        # DDP averages gradients over ranks; the loss is a sum over tokens: normalise by all tokens.
-        norm = normalise_and_clip(model.parameters(), sums[2], r.optim.clip_norm, d.world)
-        return torch.cat([sums, norm.double().view(1)])
-
-    t0, c0 = time.time(), time.process_time()
-    new_window = lambda: {"loss": 0.0, "nll": 0.0, "tokens": 0, "updates": 0, "time": time.time(), "grad_norm": 0.0,
-                          "skipped": 0}
-    window = new_window()  # sums over the updates since the last log line
-    last_valid = None
-    failed = None
-    interrupted = False
-    tb = TensorBoard(run_dir, step) if tensorboard and d.main else None
-    model.train()
-    with progress_bar(f"train {resolved.name}", r.optim.max_updates) as bar, StopRequest() as stop:
-        bar.advance(step)
-        while step < r.optim.max_updates and failed is None and not interrupted:
-            batches = rank_batches(token_batches(train_data.sizes, batch_tokens(r), seed, epoch),
-                                   d.rank, d.world, update_freq)
-            n_updates = len(batches) // update_freq
-            if n_updates == 0:
-                raise ValueError(f"{corpus_dir}: the training split gives fewer batches than one update needs "
-                                 f"({d.world * update_freq}); lower optim.gpus_per_update or data.max_tokens")
-            while position < n_updates and step < r.optim.max_updates:
-                group = batches[position * update_freq:(position + 1) * update_freq]
-                if merge > 1:  # a GPU's larger batch: the same batches, `merge` of them per forward
-                    group = [np.concatenate(group[i:i + merge]) for i in range(0, len(group), merge)]
-                lr = inverse_sqrt_lr(step, r.optim.lr, r.optim.warmup_updates, r.optim.warmup_init_lr,
-                                     warmup=model.variant.warmup, decay_period=r.optim.decay_period)
-                for g in optimizer.param_groups:
-                    g["lr"] = lr
-                if graphed is not None:
-                    sums_norm = graphed(to_device(train_data.collate(idx), device) for idx in group)
-                else:
-                    sums_norm = eager_update(group)
-                loss_sum, nll_sum, ntokens, grad_norm = sums_norm.tolist()  # the update's one host-device sync
-                if scaler:
-                    scale = scaler.get_scale()
-                    scaler.step(optimizer)
-                    scaler.update()
-                    if scaler.get_scale() < scale:  # an overflow: the scaler skipped this step and lowered its scale
-                        window["skipped"] += 1
-                        status["fp16_skipped_steps"] = status.get("fp16_skipped_steps", 0) + 1
-                elif math.isfinite(grad_norm):
-                    optimizer.step()
-                step += 1
-                position += 1
-                bar.advance(1)
-                window["loss"] += loss_sum
-                window["nll"] += nll_sum
-                window["tokens"] += ntokens
-                window["updates"] += 1
-                window["grad_norm"] += grad_norm
-                loss_now = loss_sum / max(ntokens, 1)
-                if not math.isfinite(loss_now):
-                    failed = f"loss became {loss_now} at update {step}"
-                elif not math.isfinite(grad_norm) and scaler is None:  # fp16 skips such steps by design
-                    failed = f"gradient norm became {grad_norm} at update {step}"
-                if step % r.train.log_interval == 0 or failed:
-                    dt = time.time() - window["time"]
-                    row = {"step": step, "epoch": epoch, "lr": lr,
-                           "loss": window["loss"] / max(window["tokens"], 1),
-                           "nll": window["nll"] / max(window["tokens"], 1),
-                           "grad_norm": window["grad_norm"] / window["updates"],
-                           "tokens_per_s": window["tokens"] / max(dt, 1e-9), "time": time.time() - t0 + elapsed_before,
-                           **({"fp16_skipped": window["skipped"], "loss_scale": scaler.get_scale()} if scaler else {})}
-                    failed = failed or health.check(step, row["loss"])
-                    if d.main:
-                        append_jsonl(log_path, row)
-                        bar.update(status=bar_status(row, last_valid))
-                        if tb:
-                            tb.row(row)
-                    window = new_window()
-                if failed:
-                    break
-                if step % r.train.validate_interval == 0:
-                    v = last_valid = validate(model, valid_data, r, device, batch_tokens(r))
-                    if d.main:
-                        append_jsonl(log_path, {"step": step, "valid_nll": v})
-                        if tb:
-                            tb.row({"step": step, "valid_nll": v})
-                    failed = health.check_valid(step, v)
-                    if failed:
-                        break
-                if step % r.train.save_interval == 0:
-                    save_checkpoint()
-                if stop.requested(d.world, device):
-                    interrupted = True
-                    break
-            if position >= n_updates:
-                epoch, position = epoch + 1, 0
-
-    if tb:
-        tb.close()
-    if interrupted:
-        if step % r.train.save_interval:
-            save_checkpoint()
-        # no status.json: the run directory reads as unfinished, resumable from the checkpoint just written
-        status.update({"status": "interrupted", "reason": f"{stop.name} at update {step}", "step": step})
-        return status
-    if failed is None and step % r.train.validate_interval and not validated_in_log(log_path, step):
-        # (a resumed run that had already ended validated this update then: its log keeps that row)
-        v = validate(model, valid_data, r, device, batch_tokens(r))
-        if d.main:
-            append_jsonl(log_path, {"step": step, "valid_nll": v})
-        failed = health.check_valid(step, v)
-    if failed is None:
-        if step % r.train.save_interval:
-            save_checkpoint()
-    status.update({"status": "failed" if failed else "completed", "reason": failed or "", "step": step,
-                   "finished": now(), "duration_s": round(elapsed_before + time.time() - t0, 1),
-                   "recipe": str(resolved.path), "recipe_hash": resolved.hash(), "scale": resolved.scale,
-                   "overrides": resolved.overrides,
-                   "seed": seed, "segments": segments()})
-    if d.main:
-        tmp = status_path.with_name("status.json.tmp")
-        tmp.write_text(json.dumps(status, indent=2) + "\n")
-        tmp.replace(status_path)
-    if d.world > 1:
-        dist.barrier()
-    return status
+    if m.state is not None:
+        model.load_state_dict(m.state["model"])
+    return model

@@ -22,17 +22,21 @@ def inverse_sqrt_lr(step: int, lr: float, warmup_updates: int, warmup_init_lr: f
     return lr * math.sqrt(warmup_updates / max(step, 1))
 
 
-def label_smoothed_nll(logits: torch.Tensor, target: torch.Tensor, epsilon: float, pad: int):
+def label_smoothed_nll(logits: torch.Tensor, target: torch.Tensor, epsilon: float, pad: int, members: bool = False):
     """Summed (loss, nll) over non-pad targets; fairseq's label_smoothed_nll_loss
     (fairseq/criterions/label_smoothed_cross_entropy.py). Pad positions are zeroed, as there, not selected: a
-    boolean selection would wait for the GPU to learn its size."""
-    lprobs = F.log_softmax(logits.float(), dim=-1).view(-1, logits.size(-1))
-    target = target.reshape(-1, 1)
+    boolean selection would wait for the GPU to learn its size. With `members`, the first dimension is a group's
+    member (repro/train/group.py) and the sums are per member."""
+    lead = logits.shape[:1] if members else ()
+    lprobs = F.log_softmax(logits.float(), dim=-1).view(*lead, -1, logits.size(-1))
+    target = target.reshape(*lead, -1, 1)
     pad_mask = target.eq(pad)
-    nll = -lprobs.gather(1, target).masked_fill(pad_mask, 0.0)
+    nll = -lprobs.gather(-1, target).masked_fill(pad_mask, 0.0)
     smooth = -lprobs.sum(dim=-1, keepdim=True).masked_fill(pad_mask, 0.0)
     eps_i = epsilon / (lprobs.size(-1) - 1)
     loss = (1.0 - epsilon - eps_i) * nll + eps_i * smooth
+    if members:
+        return loss.sum(dim=(1, 2)), nll.sum(dim=(1, 2))
     return loss.sum(), nll.sum()
 
 

@@ -44,9 +44,13 @@ def batch_loss(model, batch: dict, recipe: Recipe, epsilon: float | None = None)
         keep = batch["target"].ne(PAD)
         nll = -(lp * keep).sum()
         return nll, nll, int(batch["ntokens"])  # counted on the host by collate: no device sync
-    logits = model(batch["src"], batch["prev"], batch.get("src_lengths"))
-    loss, nll = label_smoothed_nll(logits, batch["target"], eps, PAD)
+    loss, nll = label_smoothed_nll(batch_logits(model, batch), batch["target"], eps, PAD)
     return loss, nll, int(batch["ntokens"])
+
+
+def batch_logits(model, batch: dict) -> torch.Tensor:
+    """A sequence-to-sequence model's next-token logits for a batch (MT, summarisation, ASR)."""
+    return model(batch["src"], batch["prev"], batch.get("src_lengths"))
 
 
 def to_device(batch: dict, device) -> dict:

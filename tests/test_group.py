@@ -1,0 +1,182 @@
+"""Seeds trained as one group (repro/train/group.py): each member is its seed's standalone run."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from repro.cli import app, parse_seeds
+from repro.config import resolve
+from repro.data.text import PAD, read_meta
+from repro.model.build import build_model
+from repro.train import checkpoint
+from repro.train.group import check_group, pad_rows
+from repro.train.loop import train_group, train_run
+from repro.train.optim import load_optimizer_state, make_optimizer
+
+REPO = Path(__file__).resolve().parents[1]
+RECIPE = REPO / "recipes/6L-6L-post_ln.yaml"
+SMALL = ["model.encoder_layers=2", "model.decoder_layers=2", "train.log_interval=1"]
+NO_DROPOUT = ["model.dropout=0.0", "model.attention_dropout=0.0", "model.activation_dropout=0.0"]
+
+
+def log_rows(run: Path) -> list[dict]:
+    return [{k: v for k, v in json.loads(l).items() if k not in ("time", "tokens_per_s")}
+            for l in (run / "log.jsonl").read_text().splitlines()]
+
+
+def key_bias(name: str, t: torch.Tensor):
+    """The key projection's bias, whose gradient is zero in exact arithmetic (a softmax ignores a shift common to
+    all its scores): what it gets is rounding noise, which Adam scales up to steps of the learning rate, so two
+    computations that round differently move it differently."""
+    if name.endswith("qkv_proj.bias"):
+        return slice(t.numel() // 3, 2 * t.numel() // 3)
+    if name.endswith("kv_proj.bias"):
+        return slice(0, t.numel() // 2)
+    return None
+
+
+def test_a_group_without_dropout_equals_its_standalone_runs(tiny_root, tmp_path):
+    """Three members: seeds 1 and 2, and a third at a learning rate that makes it fail at update 3 while the others
+    go on. Each member's log (losses, gradient norms, validations), end and weights are its standalone run's."""
+    sets = SMALL + NO_DROPOUT + ["optim.max_updates=8", "train.save_interval=4"]
+    recipes = [resolve(RECIPE, "tiny", sets + ["train.seed=1"]), resolve(RECIPE, "tiny", sets + ["train.seed=2"]),
+               resolve(RECIPE, "tiny", sets + ["train.seed=3", "optim.lr=1.0", "optim.warmup_updates=1"])]
+    singles = [train_run(r, tmp_path / f"single{i}", tiny_root) for i, r in enumerate(recipes)]
+    ended = []
+    group = train_group(recipes, [tmp_path / f"member{i}" for i in range(3)], tiny_root,
+                        on_finish=lambda i, status: ended.append((i, status["step"])))
+    assert [(s["status"], s["step"]) for s in singles] == [("completed", 8), ("completed", 8), ("failed", 3)]
+    assert ended == [(2, 3), (0, 8), (1, 8)]  # the failed member ended when it failed, not with the group
+    for i, (single, member) in enumerate(zip(singles, group)):
+        assert (member["status"], member["step"], member["reason"]) == (single["status"], single["step"],
+                                                                        single["reason"])
+        assert member["group"] == {"runs": [str(tmp_path / f"member{j}") for j in range(3)], "seeds": [1, 2, 3]}
+        a, b = log_rows(tmp_path / f"single{i}"), log_rows(tmp_path / f"member{i}")
+        assert [r["step"] for r in a] == [r["step"] for r in b]
+        for x, y in zip(a, b):
+            for key in ("loss", "nll", "grad_norm", "valid_nll", "lr"):
+                if key in x:
+                    assert y[key] == pytest.approx(x[key], rel=1e-5), (i, x["step"], key)
+    for i in (0, 1):
+        ca = checkpoint.list_checkpoints(tmp_path / f"single{i}")
+        cb = checkpoint.list_checkpoints(tmp_path / f"member{i}")
+        assert [c.name for c in ca] == [c.name for c in cb] == ["checkpoint_4.pt", "checkpoint_8.pt"]
+        a, b = checkpoint.load(ca[-1]), checkpoint.load(cb[-1])
+        assert a["model"].keys() == b["model"].keys()
+        for name, w in a["model"].items():
+            v, keys = b["model"][name].clone(), key_bias(name, w)
+            if keys is not None:  # within the 8 updates' learning rates, however the noise fell
+                assert (v[keys] - w[keys]).abs().max() < 8 * 1e-3
+                v[keys] = w[keys]
+            assert torch.allclose(v, w, rtol=0, atol=1e-6), name
+        # the optimizer state is a standalone run's: same form, loadable by the Adam a resume builds
+        assert b["optimizer"]["param_groups"] == a["optimizer"]["param_groups"]
+        assert b["optimizer"]["state"].keys() == a["optimizer"]["state"].keys()
+        model = build_model(recipes[i].recipe, read_meta(tiny_root / "tiny_parallel")["vocab_size"], PAD)
+        model.load_state_dict(b["model"])
+        o = recipes[i].recipe.optim
+        load_optimizer_state(make_optimizer(model.parameters(), o.lr, o.betas, o.eps, o.weight_decay), b["optimizer"])
+    assert not checkpoint.list_checkpoints(tmp_path / "member2")  # failed before its first checkpoint, as alone
+
+
+def test_a_killed_group_resumes_as_if_it_had_not_been(tiny_root, tmp_path):
+    """Killed after update 3's checkpoints, one member having written its update-6 checkpoint before the kill: the
+    group goes back to update 3 for all, and ends with the weights and logs of the group that was never stopped
+    (dropout on: the group's random state is restored too)."""
+    sets = SMALL + ["optim.max_updates=6", "train.save_interval=3", "train.keep_last=5"]
+    recipes = [resolve(RECIPE, "tiny", sets + [f"train.seed={s}"]) for s in (1, 2)]
+    full = [tmp_path / "full" / f"m{i}" for i in range(2)]
+    train_group(recipes, full, tiny_root)
+    cut = [tmp_path / "cut" / f"m{i}" for i in range(2)]
+    shutil.copytree(tmp_path / "full", tmp_path / "cut")
+    for run in cut:
+        (run / "status.json").unlink()
+    for name in ("checkpoint_6.pt", "checkpoint_6.pt.sha256"):
+        (cut[1] / name).unlink()  # member 0 wrote its update-6 checkpoint, member 1 had not
+    statuses = train_group(recipes, cut, tiny_root, resume=True)
+    assert [s["step"] for s in statuses] == [6, 6]
+    assert [(s["from_update"], s["to_update"]) for s in statuses[0]["segments"]] == [(0, 3), (3, 6)]
+    for a, b in zip(full, cut):
+        x, y = checkpoint.load(a / "checkpoint_6.pt"), checkpoint.load(b / "checkpoint_6.pt")
+        assert all(torch.equal(x["model"][k], y["model"][k]) for k in x["model"])
+        assert log_rows(a) == log_rows(b)
+
+
+def test_padding_adds_rows_and_columns_that_count_for_nothing():
+    a = {"src": torch.tensor([[5, 6, 2]]), "prev": torch.tensor([[2, 7]]), "target": torch.tensor([[7, 2]]),
+         "ntokens": 2}
+    b = {"src": torch.tensor([[5, 2], [8, 2]]), "prev": torch.tensor([[2, 9, 9], [2, 9, 1]]),
+         "target": torch.tensor([[9, 9, 2], [9, 2, 1]]), "ntokens": 5}
+    out = pad_rows([a, b], "cpu")
+    assert out["src"].shape == (2, 2, 3) and out["prev"].shape == out["target"].shape == (2, 2, 3)
+    assert out["src"][0].tolist() == [[5, 6, 2], [2, 1, 1]]  # an added row: one </s>, then padding
+    assert out["prev"][0].tolist() == [[2, 7, 1], [2, 1, 1]] and out["target"][0].tolist() == [[7, 2, 1], [1, 1, 1]]
+    assert out["src"][1].tolist() == [[5, 2, 1], [8, 2, 1]]
+
+
+def test_a_group_is_one_recipe_in_one_process(tmp_path):
+    base = resolve(RECIPE, "tiny", SMALL)
+    check_group([base, resolve(RECIPE, "tiny", SMALL + ["train.seed=2", "optim.lr=0.002"])], 1, False)
+    with pytest.raises(ValueError, match="differs from .* in more than train.seed, optim.lr, optim.warmup_updates"):
+        check_group([base, resolve(RECIPE, "tiny", SMALL + ["model.dropout=0.2"])], 1, False)
+    with pytest.raises(ValueError, match="supports tasks mt, summarization, not lm"):
+        check_group([resolve(REPO / "recipes/wikitext103/16L-post_ln.yaml", "tiny", [])] * 2, 1, False)
+    with pytest.raises(ValueError, match="one process"):
+        check_group([base, base], 2, False)
+
+
+def test_seed_lists_parse_or_say_why():
+    assert parse_seeds("1-3") == [1, 2, 3] and parse_seeds("1,3,5") == [1, 3, 5] and parse_seeds("1-2,7") == [1, 2, 7]
+    for bad, why in (("a", "'a' is not a seed"), ("3-1", "not an increasing range"), ("1,1", "named twice")):
+        with pytest.raises(ValueError, match=why):
+            parse_seeds(bad)
+
+
+def test_train_seeds_writes_one_record_per_seed_and_the_table_reads_them(tiny_root, tmp_path):
+    results, runs = tmp_path / "results", tmp_path / "runs"
+    common = ["--root", str(tiny_root), "--results", str(results)]
+    r = CliRunner().invoke(app, ["train", str(REPO / "recipes/6L-6L-b2t.yaml"), "--scale", "tiny", "--seeds", "1-3",
+                                 "--run-dir", str(runs), *common])
+    assert r.exit_code == 0, r.output
+    assert sorted(p.name for p in runs.iterdir()) == [f"6L-6L-b2t-tiny-s{s}" for s in (1, 2, 3)]
+    records = sorted((results / "tiny/6L-6L-b2t").glob("seed*.json"))
+    assert [p.name for p in records if not p.name.endswith(".log.jsonl")] == ["seed1.json", "seed2.json", "seed3.json"]
+    rec = json.loads((results / "tiny/6L-6L-b2t/seed2.json").read_text())
+    assert rec["status"] == "completed" and rec["seed"] == 2 and rec["group"]["seeds"] == [1, 2, 3]
+    csv = CliRunner().invoke(app, ["table", "1", "--scale", "tiny", "--format", "csv", "--results", str(results)])
+    row = [l for l in csv.output.splitlines() if l.startswith("1,6L-6L,b2t,Average,")][0]
+    assert row.endswith(",tiny,not evaluated,3,0")  # three seeds, none failed (none evaluated yet)
+    r = CliRunner().invoke(app, ["evaluate", str(runs / "6L-6L-b2t-tiny-s2"), *common])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(app, ["train", str(REPO / "recipes/6L-6L-b2t.yaml"), "--scale", "tiny", "--seeds", "1-3",
+                                 "--seed", "4", *common])
+    assert r.exit_code == 2 and "--seed and --seeds" in r.output
+
+
+def test_reproduce_groups_a_cells_missing_seeds_when_asked(tiny_root, tmp_path):
+    from repro.reproduce import PlannedRun, lane_steps, lanes, plan
+    results, runs = tmp_path / "results", tmp_path / "runs"
+    planned = plan(1, "tiny", 2, ["6L-6L:b2t", "6L-6L:pre_ln"], results, runs)
+    assert [[r.name for r in lane] for lane in lanes(planned, "auto", on_gpu=False)] == \
+        [[r.name] for r in planned]  # a CPU: one process per run
+    grouped = lanes(planned, "auto", on_gpu=True)
+    assert [[r.seed for r in lane] for lane in grouped] == [[1, 2], [1, 2]]
+    steps = lane_steps(grouped[0], results, tiny_root)
+    assert steps[0][:6] == ["train", str(REPO / "recipes/6L-6L-b2t.yaml"), "--scale", "tiny", "--seeds", "1,2"]
+    assert [s[0] for s in steps] == ["train", "evaluate", "evaluate"]
+    partial = PlannedRun("6L-6L-b2t", "tiny", 3, runs / "x", state="partial")
+    assert [len(lane) for lane in lanes(planned + [partial], "group", on_gpu=False)] == [2, 2, 1]
+    with pytest.raises(ValueError, match="--group trains seeds as one model"):
+        lanes(planned, "group", on_gpu=True, train_flags=("--cuda-graphs",))
+    r = CliRunner().invoke(app, ["reproduce", "1", "--scale", "tiny", "--seeds", "2", "--cells", "6L-6L:b2t", "--group",
+                                 "--jobs", "1", "--runs", str(runs), "--results", str(results), "--root",
+                                 str(tiny_root)])
+    assert r.exit_code == 0, r.output
+    assert "grouped: 2 runs train as 1 group of seeds" in r.output
+    for seed in (1, 2):
+        rec = json.loads((results / f"tiny/6L-6L-b2t/seed{seed}.json").read_text())
+        assert rec["group"]["seeds"] == [1, 2] and rec["metrics"]["bleu_average"] >= 0  # trained together, evaluated
