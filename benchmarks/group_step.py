@@ -3,12 +3,15 @@
     python benchmarks/group_step.py [--recipe recipes/6L-6L-post_ln.yaml] [--groups 1,4,16,64] [--steps 10]
                                     [--threads 2] [--standalone] [--out FILE]
 
-A group of G members trains G seeds of the recipe at scale mini on the prepared Multi30k corpus: each timed update
-takes each member's own next batch (its seed's order), as `lnrepro train --seeds` does, through GroupEngine.update
-(stacked forward and backward under vmap, per-member clipping, the stacked Adam). --standalone times one run's
-update instead, the loop's SingleEngine, the path `lnrepro train` without --seeds takes. Reports member-updates
-per second (updates x members / seconds, after 2 warm-up updates) and peak memory (CUDA's allocator on a GPU, the
-process's resident set on a CPU), one JSON row per size.
+First one standalone run's update (the loop's SingleEngine, the path `lnrepro train` without --seeds takes), then
+for each size G a group of G members training G seeds of the recipe at scale mini on the prepared Multi30k corpus:
+each timed update takes each member's own next batch (its seed's order), as `lnrepro train --seeds` does, through
+GroupEngine.update (stacked forward and backward under vmap, per-member clipping, the stacked Adam). --standalone
+times the standalone update alone. Reports member-updates per second (updates x members / seconds, after 2 warm-up
+updates), peak memory (CUDA's allocator on a GPU, the process's resident set on a CPU: the largest so far), and
+what the recipe's depth takes of a 5-seed Table 1 (its 3 cells x 5 seeds x the recipe's updates) at the best
+rate measured, one JSON row per size. `lnrepro reproduce --plan` reads the gain of a group over the standalone
+update from these files (repro.reproduce.group_gain).
 """
 
 from __future__ import annotations
@@ -81,8 +84,9 @@ def main():
     data = open_split(r, corpus, r.data.train_split, train=True)
     vocab = read_meta(corpus)["vocab_size"]
     rows = []
-    sizes = [1] if args.standalone else [int(g) for g in args.groups.split(",")]
+    sizes = [0] + ([] if args.standalone else [int(g) for g in args.groups.split(",")])  # 0: standalone
     for size in sizes:
+        alone, size = size == 0, max(size, 1)
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats()
         seeds = list(range(1, size + 1))
@@ -90,7 +94,7 @@ def main():
         for s in seeds:
             torch.manual_seed(s)
             models.append(build_model(r, vocab, PAD).to(device))
-        if args.standalone:
+        if alone:
             opt = make_optimizer(models[0].parameters(), r.optim.lr, r.optim.betas, r.optim.eps, r.optim.weight_decay)
             engine = SingleEngine(models[0], opt, r, Dist(), device, cuda_graphs=False)
         else:
@@ -100,14 +104,18 @@ def main():
         seconds = time_updates(engine, updates, data.collate, device)
         rate = args.steps * size / seconds
         peak = torch.cuda.max_memory_allocated() / 2 ** 20 if device.type == "cuda" else peak_rss_mb()
-        row = {"recipe": args.recipe, "mode": "standalone" if args.standalone else "group", "group": size,
+        row = {"recipe": args.recipe, "mode": "standalone" if alone else "group", "group": size,
                "threads": torch.get_num_threads(), "device": device.type, "steps": args.steps,
                "member_updates_per_s": round(rate, 3), "peak_memory_mb": round(peak)}
         print(row, flush=True)
         rows.append(row)
         del engine
+    best = max(rows, key=lambda row: row["member_updates_per_s"])
+    minutes = 3 * 5 * r.optim.max_updates / best["member_updates_per_s"] / 60
+    print(f"a 5-seed Table 1's 3 cells at this depth ({3 * 5 * r.optim.max_updates:,} member-updates): "
+          f"{minutes:.0f} min at the best rate measured ({best['mode']}, {best['group']})")
     if args.out:
-        write_json(args.out, {"machine": machine(), "rows": rows})
+        write_json(args.out, {"machine": machine(), "rows": rows, "table1_5_seeds_this_depth_min": round(minutes, 1)})
 
 
 if __name__ == "__main__":
