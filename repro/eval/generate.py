@@ -1,6 +1,7 @@
 """Batched beam search with the incremental decoding cache (fairseq's SequenceGenerator, simplified).
 
-Finished hypotheses are ranked by score / length^lenpen, length counting the final </s>. Each step takes the top
+Finished hypotheses are ranked by score / length^lenpen, length counting the final </s>; </s> cannot come first
+(fairseq's min_len 1). Each step takes the top
 2*beam candidates; as in fairseq (`sequence_generator.py`: `eos_mask[:, :beam_size]`), an end-of-sentence is
 finalised only when it ranks among the top `beam` candidates, lower-ranked ones are dropped, and the first `beam`
 candidates that are not end-of-sentence continue. A sentence stops once it has `beam` finished hypotheses, or at
@@ -13,11 +14,15 @@ import torch
 
 from repro.data.text import EOS, PAD
 
+MIN_LEN = 1  # fairseq SequenceGenerator's default min_len: </s> is barred at the first step
+
 
 @torch.no_grad()
 def beam_search(model, src: torch.Tensor, beam: int, max_len: torch.Tensor, lenpen: float = 1.0,
-                src_lengths: torch.Tensor | None = None, use_cache: bool = True) -> list[list[int]]:
-    """src (B, S) token ids or features; max_len (B,) maximum output tokens. Returns the best tokens per row."""
+                src_lengths: torch.Tensor | None = None, use_cache: bool = True,
+                with_scores: bool = False) -> list[list[int]]:
+    """src (B, S) token ids or features; max_len (B,) maximum output tokens. Returns the best tokens per row (without
+    the final </s>); `with_scores`: (score, tokens) pairs, the score the log-probability over length^lenpen."""
     model.eval()
     bsz = src.size(0)
     device = src.device
@@ -39,9 +44,14 @@ def beam_search(model, src: torch.Tensor, beam: int, max_len: torch.Tensor, lenp
         logits = model.decode(inp, memory, mask, cache=cache)[:, -1]
         lprobs = torch.log_softmax(logits.float(), dim=-1)
         lprobs[:, PAD] = float("-inf")
+        if t < MIN_LEN:  # fairseq's min_len (1): no empty hypothesis
+            lprobs[:, EOS] = float("-inf")
+        # at its maximum length a hypothesis must end: every word but </s> is barred, and </s> keeps its
+        # log-probability, which counts in the score (fairseq's sequence_generator.py)
         force_eos = (t >= max_len).repeat_interleave(beam)
+        eos = lprobs[:, EOS].clone()
         lprobs[force_eos] = float("-inf")
-        lprobs[force_eos, EOS] = 0.0
+        lprobs[:, EOS] = torch.where(force_eos, eos, lprobs[:, EOS])
         vocab = lprobs.size(-1)
         cand = (scores.view(-1, 1) + lprobs).view(bsz, beam * vocab)
         top_scores, top_idx = cand.topk(2 * beam, dim=1)
@@ -89,7 +99,8 @@ def beam_search(model, src: torch.Tensor, beam: int, max_len: torch.Tensor, lenp
     out = []
     for b in range(bsz):
         if not finished[b]:
-            out.append([])
+            out.append((float("-inf"), []) if with_scores else [])
             continue
-        out.append(max(finished[b], key=lambda x: x[0])[1])
+        best = max(finished[b], key=lambda x: x[0])
+        out.append(best if with_scores else best[1])
     return out

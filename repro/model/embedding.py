@@ -32,13 +32,17 @@ class TokenEmbedding(nn.Embedding):
 
 
 class PositionalInput(nn.Module):
-    """x * sqrt(d) + positions, then dropout: the input to a layer stack, whatever produced x."""
+    """x * sqrt(d) + positions, then dropout: the input to a layer stack, whatever produced x.
 
-    def __init__(self, d_model: int, dropout: float):
+    The first position is `first` (fairseq: the padding index + 1, so 2: `make_positions` in fairseq/utils.py counts
+    from padding_idx + 1, and SinusoidalPositionalEmbedding looks those rows up; tests/test_reference.py runs it).
+    Sequences are right-padded, so a row's tokens take positions first, first + 1, ... as fairseq gives them."""
+
+    def __init__(self, d_model: int, dropout: float, first: int = 0):
         super().__init__()
-        self.d_model, self.scale = d_model, math.sqrt(d_model)
+        self.d_model, self.scale, self.first = d_model, math.sqrt(d_model), first
         self.dropout = Dropout(dropout)
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        pos = sinusoidal_positions(x.size(1), self.d_model, offset, device=x.device).to(x.dtype)
+        pos = sinusoidal_positions(x.size(1), self.d_model, self.first + offset, device=x.device).to(x.dtype)
         return self.dropout(self.scale * x + pos)

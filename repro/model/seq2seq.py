@@ -27,8 +27,8 @@ class EncoderDecoder(nn.Module):
         alphas = deepnet_constants(encoder_layers, decoder_layers) if variant.residual == "deepnet_alpha" else {}
         self.embed_tokens = TokenEmbedding(vocab_size, d_model, pad_idx)
         self.front_end = front_end  # None: the encoder reads the shared token embedding
-        self.encoder_input = PositionalInput(d_model, dropout)
-        self.decoder_input = PositionalInput(d_model, dropout)
+        self.encoder_input = PositionalInput(d_model, dropout, first=pad_idx + 1)
+        self.decoder_input = PositionalInput(d_model, dropout, first=pad_idx + 1)
         common = dict(d_model=d_model, ffn_dim=ffn_dim, heads=heads, dropout=dropout,
                       attention_dropout=attention_dropout, activation_dropout=activation_dropout)
         self.encoder = LayerStack(variant, encoder_layers, cross_attention=False,

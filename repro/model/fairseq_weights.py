@@ -1,0 +1,82 @@
+"""fairseq Transformer parameters under lnrepro's names (fairseq 0.9 to 0.12, the authors' fork included).
+
+fairseq keeps the query, key and value projections apart (`self_attn.q_proj`, `k_proj`, `v_proj`; the decoder's
+`encoder_attn`), lnrepro fuses them (`self_attn.qkv_proj`, `cross_attn.q_proj` and `kv_proj`), so those are
+concatenated in that order. A layer's two (decoder: three) layer norms are `self_attn_layer_norm`,
+`encoder_attn_layer_norm` and `final_layer_norm` in every placement; which of lnrepro's norm slots they fill depends on
+the variant: before the sublayer (Pre-LN) or after the sum (Post-LN, and B2T, whose connection adds no parameter).
+The shared embedding (`share_all_embeddings`) is one matrix; a stack's last norm (Pre-LN) is `encoder.layer_norm`.
+The sinusoidal positions are computed, not stored. The mapping is linear, so it maps gradients too.
+"""
+
+from __future__ import annotations
+
+import re
+
+import torch
+
+from repro.model.variants import get_variant
+
+# not parameters: version stamps, the positions' placeholder, and fairseq 0.12's copies of an encoder layer's
+# weights for its fused inference path (`in_proj_weight`, `fc1_weight`, ...: the same values as the layer's own)
+_SKIP = re.compile(r"(^|\.)(version|_float_tensor)$|embed_positions|\.layers\.\d+\.(in_proj|out_proj|fc1|fc2)_(weight|bias)$")
+_EMBEDDINGS = ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "decoder.output_projection.weight")
+
+
+def from_fairseq(state: dict[str, torch.Tensor], variant: str) -> dict[str, torch.Tensor]:
+    """A fairseq TransformerModel's state dict (or gradients by parameter name) as lnrepro's EncoderDecoder's for
+    `variant`. A ValueError names a parameter the mapping does not know or that is missing."""
+    v = get_variant(variant)
+    slot = "pre" if v.pre_norm else "post"
+    norms = {"self_attn_layer_norm": f"{slot}_attn_norm", "encoder_attn_layer_norm": f"{slot}_cross_norm",
+             "final_layer_norm": f"{slot}_ffn_norm"}
+    out, used = {}, set()
+    embedding = next((state[k] for k in _EMBEDDINGS if k in state), None)
+    if embedding is None:
+        raise ValueError(f"no token embedding among {', '.join(_EMBEDDINGS)}")
+    out["embed_tokens.weight"] = embedding
+    used.update(k for k in _EMBEDDINGS if k in state)
+    for key, t in state.items():
+        if key in used or _SKIP.search(key):
+            continue
+        m = re.fullmatch(r"(encoder|decoder)\.layers\.(\d+)\.(.+)\.(weight|bias)", key)
+        if m is None:
+            stack = re.fullmatch(r"(encoder|decoder)\.layer_norm\.(weight|bias)", key)
+            if stack is None:
+                raise ValueError(f"fairseq parameter {key!r}: not a Transformer parameter lnrepro maps")
+            out[f"{stack[1]}.final_norm.{stack[2]}"] = t
+            continue
+        side, layer, part, kind = m.groups()
+        prefix = f"{side}.layers.{layer}"
+        if part in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "encoder_attn.k_proj",
+                    "encoder_attn.v_proj"):
+            continue  # concatenated below, from the query's entry
+        if part in norms:
+            out[f"{prefix}.{norms[part]}.{kind}"] = t
+        elif part in ("fc1", "fc2"):
+            out[f"{prefix}.ffn.{part}.{kind}"] = t
+        elif part in ("self_attn.out_proj", "encoder_attn.out_proj"):
+            out[f"{prefix}.{'self_attn' if part.startswith('self') else 'cross_attn'}.out_proj.{kind}"] = t
+        elif part == "encoder_attn.q_proj":
+            out[f"{prefix}.cross_attn.q_proj.{kind}"] = t
+            out[f"{prefix}.cross_attn.kv_proj.{kind}"] = torch.cat(
+                [_need(state, f"{prefix}.encoder_attn.{p}_proj.{kind}") for p in "kv"])
+        else:
+            raise ValueError(f"fairseq parameter {key!r}: not a Transformer parameter lnrepro maps")
+    for key in state:
+        m = re.fullmatch(r"(encoder|decoder)\.layers\.(\d+)\.self_attn\.q_proj\.(weight|bias)", key)
+        if m:
+            prefix = f"{m[1]}.layers.{m[2]}.self_attn"
+            out[f"{prefix}.qkv_proj.{m[3]}"] = torch.cat([_need(state, f"{prefix}.{p}_proj.{m[3]}") for p in "qkv"])
+    return out
+
+
+def _need(state: dict, key: str) -> torch.Tensor:
+    if key not in state:
+        raise ValueError(f"fairseq state has no {key!r}")
+    return state[key]
+
+
+def from_torchscale(state: dict[str, torch.Tensor], variant: str = "deepnet") -> dict[str, torch.Tensor]:
+    """A torchscale EncoderDecoder's state dict (fairseq's layout, each layer's FFN under `ffn.`) as lnrepro's."""
+    return from_fairseq({re.sub(r"\.ffn\.(fc[12])\.", r".\1.", k): v for k, v in state.items()}, variant)
