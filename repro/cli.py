@@ -394,6 +394,81 @@ def evaluate(run: Path = typer.Argument(..., help="A run directory written by `l
     console.print(f"record {path}")
 
 
+@app.command("score-fairseq")
+def score_fairseq(checkpoint: Path = typer.Argument(..., help="A fairseq Transformer checkpoint (fairseq 0.9-0.12, the authors' fork's included)."),
+                  dictionary: Path = typer.Option(..., "--dict", help="Its dictionary (dict.txt, shared by source and target)."),
+                  variant: Optional[str] = typer.Option(None, "--variant", help="lnrepro's variant to read it as (default: pre_ln or post_ln from its arguments, b2t where a bottom-to-top argument is on)."),
+                  source: Optional[Path] = typer.Option(None, "--source", help="Source sentences, one per line (raw text)."),
+                  reference: Optional[Path] = typer.Option(None, "--reference", help="References, one per line, for SacreBLEU."),
+                  test_set: Optional[str] = typer.Option(None, "--test-set", help="A SacreBLEU test set instead (downloaded by SacreBLEU), e.g. wmt14/full."),
+                  langpair: str = typer.Option("en-de", "--langpair", help="Source and target language."),
+                  bpe_codes: Optional[Path] = typer.Option(None, "--bpe-codes", help="subword-nmt BPE codes of the checkpoint's training data."),
+                  tokenizer: str = typer.Option("moses", "--tokenizer", help="moses (sacremoses, as fairseq's WMT preparation) or none."),
+                  beam: int = typer.Option(4, "--beam", min=1, help="Beam size."),
+                  lenpen: float = typer.Option(1.0, "--lenpen", help="Length penalty (the authors: 0.6 on newstest2014, 1.0 elsewhere)."),
+                  max_len_a: float = typer.Option(0.0, "--max-len-a", help="Output length limit: a * source tokens + b (fairseq's generate.py: 0, 200)."),
+                  max_len_b: int = typer.Option(200, "--max-len-b", help="See --max-len-a."),
+                  out: Optional[Path] = typer.Option(None, "--out", help="Write the detokenised hypotheses here."),
+                  threads: Optional[int] = typer.Option(None, "--threads", min=1, max=MAX_THREADS, help="CPU threads (default $LNREPRO_THREADS or all cores).")):
+    """Translate with a fairseq checkpoint in lnrepro's model and beam search, and score it with SacreBLEU.
+
+    Example: lnrepro score-fairseq b2t_layer18_ave10.pt --dict dict.en.txt --bpe-codes code --test-set wmt14/full --lenpen 0.6 --variant b2t
+    """
+    from repro.eval import fairseq_import as fi
+    from repro.progress import progress_bar
+    from repro.results import atomic_write_text
+    set_threads(threads)
+    if (source is None) == (test_set is None):
+        fail("give the sentences with --source FILE or --test-set NAME (one of them)")
+    src_lang, _, tgt_lang = langpair.partition("-")
+    try:
+        if test_set is not None:
+            lines, references = sacrebleu_test_set(test_set, langpair)
+        else:
+            lines = read_lines(source, "--source")
+            references = read_lines(reference, "--reference") if reference is not None else None
+        if references is not None and len(references) != len(lines):
+            raise ValueError(f"{len(lines)} sources but {len(references)} references")
+        pipeline = fi.TextPipeline(src_lang, tgt_lang, tokenizer, bpe_codes)
+        model, read_as = fi.load_model(checkpoint, variant)
+        symbols = fi.read_dictionary(dictionary)
+        with progress_bar("translate", len(lines)) as bar:
+            outputs = fi.translate(model, symbols, [pipeline.encode(l) for l in lines], beam, lenpen, max_len_a,
+                                   max_len_b, progress=bar.advance)
+    except (fi.FairseqImportError, ValueError, RecipeError) as e:
+        fail(str(e))
+    hypotheses = [pipeline.decode(h) for h in outputs]
+    if out is not None:
+        atomic_write_text(out, "".join(h + "\n" for h in hypotheses))
+    console.print(f"{checkpoint} read as {read_as}: {len(hypotheses)} sentences translated"
+                  + (f", written to {out}" if out else ""), soft_wrap=True)
+    if references is not None:
+        from repro.eval.metrics import bleu
+        score, signature = bleu(hypotheses, references)
+        print(f"BLEU {score:.2f} ({signature})")
+
+
+def read_lines(path: Path, option: str) -> list[str]:
+    try:
+        return Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"{option} {path}: cannot be read ({type(e).__name__})") from None
+
+
+def sacrebleu_test_set(name: str, langpair: str) -> tuple[list[str], list[str]]:
+    """A SacreBLEU test set's sources and first references (SacreBLEU downloads it once into ~/.sacrebleu)."""
+    from sacrebleu.dataset import DATASETS
+    if name not in DATASETS:
+        raise ValueError(f"--test-set {name!r}: not a SacreBLEU test set (e.g. wmt14/full, wmt16)")
+    data = DATASETS[name]
+    try:
+        src = data.get_source_file(langpair)
+        ref = data.get_reference_files(langpair)[0]
+    except Exception as e:  # SacreBLEU's download errors come in several kinds
+        raise ValueError(f"--test-set {name} {langpair}: SacreBLEU could not provide it ({type(e).__name__}: {e})") from None
+    return read_lines(Path(src), "--test-set"), read_lines(Path(ref), "--test-set")
+
+
 @app.command()
 def table(number: int = typer.Argument(..., help="Table number: the paper's 1 to 10, or 11, the extension (newer placements)."),
           scale: str = typer.Option("paper", "--scale", help="Which scale's runs fill the 'ours' column."),

@@ -86,3 +86,62 @@ def test_torchscale_deepnet_weights_give_its_logits_loss_and_gradients():
     reference = from_torchscale(fx["grads"])
     for n, p in model.named_parameters():
         assert (p.grad - reference[n]).abs().max() < 1e-4, n
+
+
+CHECKPOINTS = FIXTURES / "fairseq_checkpoint"
+
+
+@pytest.mark.parametrize("checkpoint", ["checkpoint_best.pt", "checkpoint_cfg.pt"])
+def test_a_fairseq_checkpoint_translates_to_fairseqs_hypotheses(checkpoint, tmp_path):
+    """A Pre-LN checkpoint written by fairseq (its arguments as fairseq 0.9 keeps them, and as 0.10-0.12 keep them,
+    an omegaconf `cfg`, read here without omegaconf), scored by `lnrepro score-fairseq`: the hypotheses of fairseq's
+    SequenceGenerator with generate.py's length limit (one of them runs to it, 200 tokens)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from repro.cli import app
+    generated = json.loads((CHECKPOINTS / "generated.json").read_text())
+    source = tmp_path / "source.txt"
+    source.write_text("".join(line + "\n" for line in generated["sources"]))
+    out = tmp_path / "hyps.txt"
+    r = CliRunner().invoke(app, ["score-fairseq", str(CHECKPOINTS / checkpoint), "--dict",
+                                 str(CHECKPOINTS / generated["dictionary"]), "--source", str(source), "--tokenizer",
+                                 "none", "--beam", str(generated["beam"]), "--lenpen", str(generated["lenpen"]),
+                                 "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "read as pre_ln" in r.output
+    assert out.read_text().splitlines() == generated["hypotheses"]
+    assert max(len(h.split()) for h in generated["hypotheses"]) == 200
+
+
+def test_the_authors_text_pipeline_round_trips(tmp_path):
+    """Moses tokenisation and subword-nmt BPE on the source; BPE removal and Moses detokenisation undo them."""
+    import io
+
+    from subword_nmt.learn_bpe import learn_bpe
+
+    from repro.eval.fairseq_import import TextPipeline
+    text = "The state-of-the-art model, trained for 3.5 days, wasn't bad.\nModels train; states change.\n" * 20
+    tokenized = "\n".join(TextPipeline("en", "en", "moses").encode(l) for l in text.splitlines())
+    codes = tmp_path / "codes"
+    with open(codes, "w", encoding="utf-8") as f:  # learned on tokenised text, as the WMT data were
+        learn_bpe(io.StringIO(tokenized), f, 40)
+    p = TextPipeline("en", "en", "moses", codes)
+    line = "The state-of-the-art model, trained for 3.5 days, wasn't bad."
+    encoded = p.encode(line)
+    assert "@-@" in encoded and "@@ " in encoded  # Moses's aggressive dash split, then BPE pieces
+    assert p.decode(encoded) == line
+
+
+def test_a_file_that_is_no_checkpoint_is_one_line_of_error(tmp_path):
+    from typer.testing import CliRunner
+
+    from repro.cli import app
+    bad = tmp_path / "model.pt"
+    bad.write_text("not a checkpoint")
+    source = tmp_path / "s.txt"
+    source.write_text("a b\n")
+    r = CliRunner().invoke(app, ["score-fairseq", str(bad), "--dict", str(CHECKPOINTS / "dict.en.txt"), "--source",
+                                 str(source)])
+    assert r.exit_code == 2 and f"{bad}: not a readable checkpoint" in r.output and len(r.output.splitlines()) == 1
