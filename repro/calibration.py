@@ -18,6 +18,10 @@ The rule (`choose`):
 - while any setting of the grid has not run, there is neither a choice nor a provisional regime: a choice among the
   settings that happened to finish first would be another rule. The curves so far are still drawn.
 B2T and the other methods are never read. The records and curves are written under results/<scale>/calibration/.
+
+Version 2 (`choose_v2`, 2026-11-29; a spec with `rules: v2`) widens the grid to learning rate, warmup and tokens
+per update, gates on "learned" (judging rules v2) and on the task's deepest Pre-LN cell, chooses by minimax
+regret instead of the mean, and may find a task not informative at its scale. v1's choices stay as they were made.
 """
 
 from __future__ import annotations
@@ -46,13 +50,21 @@ class CalibrationSpec:
     validate_interval: int
     window_fraction: float
     tolerance: float
+    rules: str = "v1"                       # "v2": choose_v2, with the two keys below
+    deep_pre_ln: str | None = None          # v2: the task's deepest Pre-LN recipe, which the choice must let learn
+    tokens_factor: tuple[int, ...] = (1,)   # v2: tokens per update, times the recipe's (by accumulation)
 
     def settings(self) -> list[tuple[int, float]]:
         return [(w, lr) for lr in self.lr for w in self.warmup_updates]
 
+    def settings_v2(self) -> list[tuple[int, float, int]]:
+        """(warmup, lr, tokens factor) of every grid point, the order ties are broken in."""
+        return [(w, lr, k) for k in self.tokens_factor for lr in self.lr for w in self.warmup_updates]
+
 
 SPEC_KEYS = {"task": str, "scale": str, "baselines": list, "warmup_updates": list, "lr": list, "max_updates": int,
              "validate_interval": int, "window_fraction": float, "tolerance": float}
+SPEC_KEYS_V2 = {"rules": str, "deep_pre_ln": str, "tokens_factor": list}  # a v2 spec has all three
 
 
 def load_spec(path: Path) -> CalibrationSpec:
@@ -65,20 +77,28 @@ def load_spec(path: Path) -> CalibrationSpec:
         raise RecipeError(f"{path}: not a valid YAML file ({type(e).__name__})") from None
     if not isinstance(raw, dict):
         raise RecipeError(f"{path}: top level must be a mapping of keys")
-    for key, tp in SPEC_KEYS.items():
+    v2 = raw.get("rules") == "v2"
+    if "rules" in raw and not v2:
+        raise RecipeError(f"{path}: rules: {raw['rules']!r} is not v2 (a v1 spec names no rules)")
+    for key, tp in {**SPEC_KEYS, **(SPEC_KEYS_V2 if v2 else {})}.items():
         if key not in raw:
             raise RecipeError(f"{path}: {key}: missing")
         ok = isinstance(raw[key], (int, float)) and not isinstance(raw[key], bool) if tp is float else \
             isinstance(raw[key], tp) and not isinstance(raw[key], bool)
         if not ok:
             raise RecipeError(f"{path}: {key}: {raw[key]!r} is not {tp.__name__}")
-    unknown = set(raw) - set(SPEC_KEYS)
+    known = {**SPEC_KEYS, **(SPEC_KEYS_V2 if v2 else {})}
+    unknown = set(raw) - set(known)
     if unknown:
-        raise RecipeError(f"{path}: {sorted(unknown)[0]}: unknown key (expected one of {', '.join(SPEC_KEYS)})")
+        raise RecipeError(f"{path}: {sorted(unknown)[0]}: unknown key (expected one of {', '.join(known)})")
+    if v2 and (not raw["tokens_factor"] or any(isinstance(k, bool) or not isinstance(k, int) or k < 1
+                                               for k in raw["tokens_factor"])):
+        raise RecipeError(f"{path}: tokens_factor: {raw['tokens_factor']!r} must be whole numbers of at least 1")
     spec = CalibrationSpec(path, raw["task"], raw["scale"], tuple(raw["baselines"]),
                            tuple(int(w) for w in raw["warmup_updates"]), tuple(float(x) for x in raw["lr"]),
                            raw["max_updates"], raw["validate_interval"], float(raw["window_fraction"]),
-                           float(raw["tolerance"]))
+                           float(raw["tolerance"]), "v2" if v2 else "v1", raw.get("deep_pre_ln"),
+                           tuple(raw.get("tokens_factor", [1])))
     if len(spec.baselines) != 2:
         raise RecipeError(f"{path}: baselines: {list(spec.baselines)!r} must name the two baseline recipes")
     if not spec.warmup_updates or any(w < 1 or w >= spec.max_updates for w in spec.warmup_updates):
@@ -183,6 +203,97 @@ def choose(spec: CalibrationSpec, curves: dict[tuple[int, float], dict[str, list
                 "provisional": at_cap}
     if incomplete:  # absent on a whole grid, so that the choices already recorded read the same
         decision["incomplete"] = [{"warmup_updates": w, "lr": lr} for w, lr in incomplete]
+    return decision
+
+
+# -- the rule, version 2 (2026-11-29) --------------------------------------------------------------------------
+
+RULES_V2 = "calibration v2 of 2026-11-29 (repro/calibration.py: choose_v2)"
+
+
+def learned(status: str, reason: str, best: float, unigram_nll: float) -> str:
+    """Why a calibration run did not learn ("" where it did): it failed (the failure rule), or its best validation
+    NLL is not NLL_MARGIN nats under the unigram model of its corpus (judging rules v2, repro/judging.py)."""
+    from repro.judging import NLL_MARGIN
+    if status == "failed":
+        return f"failed: {reason}"
+    if not best <= unigram_nll - NLL_MARGIN:
+        return (f"learned nothing: best validation NLL {best:.3f} is not {NLL_MARGIN:g} nats under the unigram "
+                f"model's {unigram_nll:.3f}")
+    return ""
+
+
+def choose_v2(spec: CalibrationSpec, runs: dict, unigram_nll: float, deep: dict) -> dict:
+    """Calibration v2 (2026-11-29), fixed before any of its runs.
+
+    `runs[setting][baseline]` and `deep[setting]` are (status, reason, curve) of the baselines' runs and of the
+    task's deepest Pre-LN run at a setting (warmup, lr, tokens factor); a curve is [(update, validation NLL)].
+    - A setting's length L is the first validation after warmup where both baselines have converged (v1's test:
+      the best validation NLL improved by under `tolerance`, relative, over the last `window_fraction` of [0, L]);
+      where they have not by the cap, L is the cap (and the row says so).
+    - A baseline learned at a setting when its run did not fail and its best validation NLL up to L lies at least
+      NLL_MARGIN nats under the corpus's unigram NLL (`learned`). Only settings where both baselines learned are
+      candidates.
+    - Minimax regret: each baseline's best over the candidates is the least best validation NLL it reaches at any
+      candidate; a candidate's regret is the larger of the two baselines' distance from their own best. Candidates
+      are taken in order of regret (rounded to 1e-6), then L, warmup, lr, tokens factor.
+    - The first candidate at which the deepest Pre-LN run (same setting, L updates) also learned is the choice.
+      A candidate whose deep run has not been made stops the walk: that run is what is needed next (`deep_needed`).
+    - No candidate, or none whose deepest Pre-LN learns: the task is not informative at this scale, and
+      `not_informative` says why. While any baseline run of the grid has not been made, nothing is decided.
+    B2T and the other methods are never read."""
+    rows, incomplete = [], []
+    for setting in spec.settings_v2():
+        warmup, lr, k = setting
+        row = {"warmup_updates": warmup, "lr": lr, "tokens_factor": k, "length": None, "converged": None,
+               "best_valid_nll": {}, "learned": {}, "regret": None, "deep_pre_ln": "not needed", "excluded": ""}
+        got = runs.get(setting, {})
+        if any(b not in got for b in spec.baselines):
+            incomplete.append(setting)
+            row["excluded"] = "not run"
+            rows.append(row)
+            continue
+        curves = [got[b][2] for b in spec.baselines]
+        length = setting_length(curves, warmup, spec)
+        row["converged"] = length is not None
+        row["length"] = length or spec.max_updates
+        for b in spec.baselines:
+            status, reason, curve = got[b]
+            best = best_until(curve, row["length"])
+            row["best_valid_nll"][b] = best
+            row["learned"][b] = learned(status, reason, best, unigram_nll)
+        if any(row["learned"].values()):
+            row["excluded"] = "; ".join(f"{b} {why}" for b, why in row["learned"].items() if why)
+        rows.append(row)
+    decision = {"rules": RULES_V2, "settings": rows, "choice": None, "not_informative": None, "deep_needed": None}
+    if incomplete:
+        decision["incomplete"] = [{"warmup_updates": w, "lr": lr, "tokens_factor": k} for w, lr, k in incomplete]
+        return decision
+    candidates = [r for r in rows if not r["excluded"]]
+    if not candidates:
+        decision["not_informative"] = "no setting of the grid lets both baselines learn"
+        return decision
+    own_best = {b: min(r["best_valid_nll"][b] for r in candidates) for b in spec.baselines}
+    for r in candidates:
+        r["regret"] = max(r["best_valid_nll"][b] - own_best[b] for b in spec.baselines)
+    order = sorted(candidates, key=lambda r: (round(r["regret"], 6), r["length"], r["warmup_updates"], r["lr"],
+                                              r["tokens_factor"]))
+    for r in order:
+        setting = (r["warmup_updates"], r["lr"], r["tokens_factor"])
+        if setting not in deep:
+            r["deep_pre_ln"] = "not run"
+            decision["deep_needed"] = {"warmup_updates": setting[0], "lr": setting[1], "tokens_factor": setting[2],
+                                       "max_updates": r["length"]}
+            return decision
+        status, reason, curve = deep[setting]
+        why = learned(status, reason, best_until(curve, r["length"]), unigram_nll)
+        r["deep_pre_ln"] = why or "learned"
+        if not why:
+            decision["choice"] = {"warmup_updates": setting[0], "lr": setting[1], "tokens_factor": setting[2],
+                                  "max_updates": r["length"]}
+            return decision
+        r["excluded"] = f"{spec.deep_pre_ln} {why}"
+    decision["not_informative"] = (f"at no setting where both baselines learn does {spec.deep_pre_ln} learn too")
     return decision
 
 

@@ -184,3 +184,88 @@ def test_calibrate_decides_from_committed_records_and_states_a_grids_cost(tmp_pa
     line = calibration.cost_line(spec, results / "mini/calibration/mt", 6, 3)
     assert line.startswith("about ") and "h each on 1 x NVIDIA H100" in line and "h of wall time" in line
     assert calibration.cost_line(spec, tmp_path / "none", 6, 3) == "no committed record tells their time"
+
+
+# -- calibration v2 (2026-11-29) ---------------------------------------------------------------------------------
+
+def spec_v2(**kw):
+    return spec(rules="v2", deep_pre_ln="deep", warmup_updates=(400, 1000), lr=(5e-4, 1e-3), tokens_factor=(1,), **kw)
+
+
+def grid(nll: dict) -> dict:
+    """Baseline runs that plateau at the given (a, b) validation NLL per setting, all completed."""
+    return {k: {"a": ("completed", "", plateau(6, va, 2000)), "b": ("completed", "", plateau(6, vb, 2000))}
+            for k, (va, vb) in nll.items()}
+
+
+UNIGRAM = 5.5  # learned: best validation NLL at most 5.4
+
+
+def test_v2_chooses_the_least_worst_regret_not_the_least_mean():
+    """(400, 5e-4): a 3.0, b 4.0 (mean 3.5, regret 0.8: b is 0.8 from its best); (1000, 5e-4): a 3.5, b 3.2
+    (mean 3.35, regret 0.5); (400, 1e-3): a 3.6, b 3.3 (regret 0.6); (1000, 1e-3): a 3.9, b 3.25 (regret 0.9)."""
+    s = spec_v2()
+    runs = grid({(400, 5e-4, 1): (3.0, 4.0), (1000, 5e-4, 1): (3.5, 3.2), (400, 1e-3, 1): (3.6, 3.3),
+                 (1000, 1e-3, 1): (3.9, 3.25)})
+    ok = ("completed", "", plateau(6, 3.0, 2000))
+    d = calibration.choose_v2(s, runs, UNIGRAM, {k: ok for k in runs})
+    assert d["choice"] == {"warmup_updates": 1000, "lr": 5e-4, "tokens_factor": 1, "max_updates": 2500}
+    regrets = {(r["warmup_updates"], r["lr"]): round(r["regret"], 6) for r in d["settings"]}
+    assert regrets == {(400, 5e-4): 0.8, (1000, 5e-4): 0.5, (400, 1e-3): 0.6, (1000, 1e-3): 0.9}
+    assert d["rules"].startswith("calibration v2 of 2026-11-29")
+
+
+def test_v2_a_baseline_that_learned_nothing_or_failed_rules_its_setting_out():
+    s = spec_v2()
+    runs = grid({(400, 5e-4, 1): (5.45, 3.0), (1000, 5e-4, 1): (3.5, 3.2), (400, 1e-3, 1): (3.0, 3.1),
+                 (1000, 1e-3, 1): (3.4, 3.4)})
+    runs[(400, 1e-3, 1)]["b"] = ("failed", "loss exploded", plateau(6, 3.1, 2000))
+    ok = ("completed", "", plateau(6, 3.0, 2000))
+    d = calibration.choose_v2(s, runs, UNIGRAM, {k: ok for k in runs})
+    rows = {(r["warmup_updates"], r["lr"]): r for r in d["settings"]}
+    assert rows[(400, 5e-4)]["excluded"].startswith("a learned nothing: best validation NLL 5.450")  # 5.45 > 5.4
+    assert rows[(400, 1e-3)]["excluded"] == "b failed: loss exploded"
+    assert d["choice"]["warmup_updates"] == 1000 and d["choice"]["lr"] == 5e-4  # regret 0.1 against (1000, 1e-3)'s 0.2
+
+
+def test_v2_the_deepest_pre_ln_must_learn_too_and_is_run_in_order():
+    s = spec_v2()
+    runs = grid({(400, 5e-4, 1): (3.0, 3.0), (1000, 5e-4, 1): (3.1, 3.1), (400, 1e-3, 1): (3.2, 3.2),
+                 (1000, 1e-3, 1): (3.3, 3.3)})
+    d = calibration.choose_v2(s, runs, UNIGRAM, {})
+    assert d["choice"] is None and d["deep_needed"] == {"warmup_updates": 400, "lr": 5e-4, "tokens_factor": 1,
+                                                        "max_updates": 2500}
+    deep = {(400, 5e-4, 1): ("failed", "validation NLL diverged", []),
+            (1000, 5e-4, 1): ("completed", "", plateau(6, 5.45, 2000))}  # learned nothing
+    d = calibration.choose_v2(s, runs, UNIGRAM, deep)
+    assert d["deep_needed"]["warmup_updates"] == 400 and d["deep_needed"]["lr"] == 1e-3
+    deep[(400, 1e-3, 1)] = ("completed", "", plateau(6, 4.0, 2000))
+    d = calibration.choose_v2(s, runs, UNIGRAM, deep)
+    assert d["choice"]["lr"] == 1e-3 and d["choice"]["warmup_updates"] == 400
+    rows = {(r["warmup_updates"], r["lr"]): r for r in d["settings"]}
+    assert rows[(400, 5e-4)]["excluded"] == "deep failed: validation NLL diverged"
+    assert rows[(1000, 5e-4)]["deep_pre_ln"].startswith("learned nothing")
+
+
+def test_v2_a_task_no_setting_serves_is_not_informative_and_an_incomplete_grid_decides_nothing():
+    s = spec_v2()
+    runs = grid({k: (5.45, 3.0) for k in s.settings_v2()})  # Post-LN never learns
+    d = calibration.choose_v2(s, runs, UNIGRAM, {})
+    assert d["choice"] is None and d["not_informative"] == "no setting of the grid lets both baselines learn"
+    ok = grid({k: (3.0, 3.0) for k in s.settings_v2()})
+    bad_deep = {k: ("failed", "loss exploded", []) for k in s.settings_v2()}
+    d = calibration.choose_v2(s, ok, UNIGRAM, bad_deep)
+    assert d["not_informative"] == "at no setting where both baselines learn does deep learn too"
+    del ok[(1000, 1e-3, 1)]
+    d = calibration.choose_v2(s, ok, UNIGRAM, bad_deep)
+    assert d["choice"] is None and d["not_informative"] is None and len(d["incomplete"]) == 1
+
+
+@pytest.mark.parametrize("task", ["mt", "gigaword", "librispeech", "wikitext103"])
+def test_v2_specs_name_real_recipes_and_the_full_grid(task):
+    s = calibration.load_spec(REPO / "recipes/calibration/v2" / f"{task}.yaml")
+    assert s.rules == "v2" and s.lr == (5e-4, 1e-3) and s.warmup_updates == (1000, 4000) and s.tokens_factor == (1, 4)
+    assert len(s.settings_v2()) == 8
+    for name in (*s.baselines, s.deep_pre_ln):
+        assert resolve(REPO / "recipes" / f"{name}.yaml", "mini").recipe.model.variant == name.rsplit("-", 1)[1]
+    assert "pre_ln" in s.deep_pre_ln and s.baselines[0].endswith("post_ln") and s.baselines[1].endswith("pre_ln")
