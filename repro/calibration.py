@@ -113,7 +113,8 @@ def load_spec(path: Path) -> CalibrationSpec:
 
 
 def recipe_path(spec: CalibrationSpec, name: str) -> Path:
-    return spec.path.parent.parent / f"{name}.yaml"
+    """recipes/<name>.yaml beside the spec's recipes/calibration/ (a v2 spec sits one folder deeper, in v2/)."""
+    return spec.path.parents[2 if spec.rules == "v2" else 1] / f"{name}.yaml"
 
 
 def label(name: str, warmup: int, lr: float) -> str:
@@ -342,26 +343,42 @@ def cost_line(spec: CalibrationSpec, out_dir: Path, runs: int, jobs: int) -> str
 
 
 def collect(spec: CalibrationSpec, runs_dir: Path, out_dir: Path) -> None:
-    """Copy each finished calibration run's record and its training log into out_dir.
+    """Copy each finished calibration run's record and its training log into out_dir (`collect_runs`)."""
+    collect_runs([(label(name, warmup, lr), {"recipe_name": name, "task": spec.task, "warmup_updates": warmup,
+                                             "lr": lr}) for warmup, lr in spec.settings() for name in spec.baselines],
+                 runs_dir, out_dir)
+
+
+def collect_runs(entries: list[tuple[str, dict]], runs_dir: Path, out_dir: Path) -> None:
+    """For each (label, fields): the finished run runs_dir/label's record (the fields, then its status's) and log,
+    as out_dir/label.json and .log.jsonl.
 
     The provenance (recipe hash, overrides, commit) is the run's own, from its status.json: the recipes change
     once the choice is applied, so hashing them again at collection time would name a recipe that never trained.
     A record of another recipe hash already in place is refused (RecordError), never overwritten.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
-    for warmup, lr in spec.settings():
-        for name in spec.baselines:
-            status, log = read_run(runs_dir / label(name, warmup, lr))
-            if status is None or status.get("status") not in ("completed", "failed"):
-                continue
-            record = {"recipe_name": name, "task": spec.task, "warmup_updates": warmup, "lr": lr, **{
-                k: status.get(k) for k in ("recipe", "recipe_hash", "overrides", "scale", "seed", "commit", "hardware",
-                                           "started", "duration_s", "status", "reason", "step")},
-                **status_provenance(status)}
-            base = label(name, warmup, lr)
-            check_record_slot(out_dir / f"{base}.json", record["recipe_hash"])
-            atomic_write_text(out_dir / f"{base}.json", json.dumps(record, indent=2, sort_keys=True) + "\n")
-            atomic_write_text(out_dir / f"{base}.log.jsonl", "".join(json.dumps(r) + "\n" for r in log))
+    for base, fields in entries:
+        status, log = read_run(runs_dir / base)
+        if status is None or status.get("status") not in ("completed", "failed"):
+            continue
+        record = {**fields, **{
+            k: status.get(k) for k in ("recipe", "recipe_hash", "overrides", "scale", "seed", "commit", "hardware",
+                                       "started", "duration_s", "status", "reason", "step")},
+            **status_provenance(status)}
+        check_record_slot(out_dir / f"{base}.json", record["recipe_hash"])
+        atomic_write_text(out_dir / f"{base}.json", json.dumps(record, indent=2, sort_keys=True) + "\n")
+        atomic_write_text(out_dir / f"{base}.log.jsonl", "".join(json.dumps(r) + "\n" for r in log))
+
+
+def recorded_run(out_dir: Path, base: str) -> tuple[str, str, list[tuple[int, float]]] | None:
+    """A collected run as the rules read it: (status, reason, validation curve); None where not recorded."""
+    if not (out_dir / f"{base}.json").is_file():
+        return None
+    record = read_json(out_dir / f"{base}.json")
+    rows = read_jsonl(out_dir / f"{base}.log.jsonl")
+    curve = [(r["step"], r["valid_nll"]) for r in rows if "valid_nll" in r and math.isfinite(r["valid_nll"])]
+    return record["status"], record.get("reason", ""), curve
 
 
 def load_curves(spec: CalibrationSpec, out_dir: Path):
@@ -369,15 +386,13 @@ def load_curves(spec: CalibrationSpec, out_dir: Path):
     failed: dict = {}
     for warmup, lr in spec.settings():
         for name in spec.baselines:
-            base = label(name, warmup, lr)
-            if not (out_dir / f"{base}.json").is_file():
+            got = recorded_run(out_dir, label(name, warmup, lr))
+            if got is None:
                 continue
-            record = read_json(out_dir / f"{base}.json")
-            rows = read_jsonl(out_dir / f"{base}.log.jsonl")
-            curve = [(r["step"], r["valid_nll"]) for r in rows if "valid_nll" in r and math.isfinite(r["valid_nll"])]
+            status, reason, curve = got
             curves.setdefault((warmup, lr), {})[name] = curve
-            if record["status"] == "failed":
-                failed.setdefault((warmup, lr), []).append(f"{name} ({record['reason']})")
+            if status == "failed":
+                failed.setdefault((warmup, lr), []).append(f"{name} ({reason})")
     return curves, failed
 
 
@@ -435,5 +450,146 @@ def plot(spec: CalibrationSpec, curves: dict, decision: dict, png: Path) -> None
               f"{p['max_updates']} updates (lowest mean at the cap)" if p else "no setting converged within the cap")
     fig.suptitle(f"Calibration of the {spec.scale} regime, {spec.task}: validation NLL of the baselines "
                  f"(dotted: where both converged)\n{chosen}", fontsize=9)
+    fig.tight_layout()
+    save_figure(fig, png, None, {})
+
+
+# -- running v2 -------------------------------------------------------------------------------------------------
+
+def label_v2(name: str, setting: tuple[int, float, int]) -> str:
+    warmup, lr, k = setting
+    return label(name, warmup, lr) + (f"-x{k}" if k != 1 else "")
+
+
+def overrides_v2(spec: CalibrationSpec, name: str, setting: tuple[int, float, int],
+                 max_updates: int | None = None) -> list[str]:
+    """v1's overrides at the setting, tokens per update times k (more batches accumulated per update), and for a
+    deepest Pre-LN run its candidate's length instead of the cap."""
+    from repro.config import resolve
+    warmup, lr, k = setting
+    sets = overrides(spec, warmup, lr)
+    if max_updates is not None:
+        sets = [f"optim.max_updates={max_updates}" if x.startswith("optim.max_updates=") else x for x in sets]
+    if k != 1:
+        base = resolve(recipe_path(spec, name), spec.scale).recipe.optim.gpus_per_update
+        sets.append(f"optim.gpus_per_update={base * k}")
+    return sets
+
+
+def finished(run_dir: Path) -> bool:
+    status = run_dir / "status.json"
+    return status.is_file() and json.loads(status.read_text()).get("status") in ("completed", "failed")
+
+
+def jobs_v2(spec: CalibrationSpec, task: str, runs_dir: Path, data_root: Path, grouped: bool) -> list:
+    """The grid's baseline runs not finished yet: one `train` job each, or, `grouped`, one job per baseline and
+    tokens factor training its learning rates and warmups as one stacked model (`calibrate TASK --train-group`)."""
+    from repro.launch import Job
+    out = []
+    for name in spec.baselines:
+        for k in spec.tokens_factor:
+            todo = [st for st in spec.settings_v2() if st[2] == k and not finished(runs_dir / label_v2(name, st))]
+            if grouped and len(todo) > 1:
+                base = f"{name.replace('/', '-')}-x{k}-group"
+                out.append(Job(base, [["calibrate", task, "--train-group", f"{name}:{k}", "--runs", str(runs_dir),
+                                       "--root", str(data_root)]], runs_dir / f"{base}.out",
+                               runs_dir / label_v2(name, todo[0]), spec.max_updates))
+                continue
+            out += [train_job(spec, name, st, runs_dir, data_root) for st in todo]
+    return out
+
+
+def train_job(spec: CalibrationSpec, name: str, setting: tuple, runs_dir: Path, data_root: Path,
+              max_updates: int | None = None):
+    from repro.launch import Job
+    run_dir = runs_dir / label_v2(name, setting)
+    args = ["train", str(recipe_path(spec, name)), "--scale", spec.scale, "--run-dir", str(run_dir), "--results",
+            str(runs_dir / "records"), "--root", str(data_root), "--resume"]
+    for item in overrides_v2(spec, name, setting, max_updates):
+        args += ["--set", item]
+    return Job(label_v2(name, setting), [args], run_dir / "train.out", run_dir, max_updates or spec.max_updates)
+
+
+def train_group_v2(spec: CalibrationSpec, name: str, k: int, runs_dir: Path, data_root: Path) -> None:
+    """One baseline's unfinished settings at tokens factor k, trained as one group (repro/train/group.py)."""
+    from repro.config import resolve
+    from repro.train.loop import train_group
+    todo = [st for st in spec.settings_v2() if st[2] == k and not finished(runs_dir / label_v2(name, st))]
+    if todo:
+        train_group([resolve(recipe_path(spec, name), spec.scale, overrides_v2(spec, name, st)) for st in todo],
+                    [runs_dir / label_v2(name, st) for st in todo], data_root, resume=True)
+
+
+def entries_v2(spec: CalibrationSpec, deep: dict | None = None) -> list[tuple[str, dict]]:
+    """(label, record fields) of the grid's baseline runs, and of the deepest Pre-LN runs at `deep` settings."""
+    fields = lambda name, st: {"recipe_name": name, "task": spec.task, "warmup_updates": st[0], "lr": st[1],
+                               "tokens_factor": st[2], "rules": RULES_V2}
+    out = [(label_v2(name, st), fields(name, st)) for st in spec.settings_v2() for name in spec.baselines]
+    return out + [(label_v2(spec.deep_pre_ln, st), fields(spec.deep_pre_ln, st)) for st in spec.settings_v2()]
+
+
+def unigram_nll_of(spec: CalibrationSpec, results_dir: Path) -> float:
+    """The validation NLL of the unigram model of the baselines' corpus (results/references/<corpus>.json)."""
+    from repro.config import resolve
+    from repro.references import references_path
+    corpus = resolve(recipe_path(spec, spec.baselines[0]), spec.scale).recipe.data.corpus
+    path = references_path(results_dir, corpus)
+    if not path.is_file():
+        raise RecipeError(f"{path}: no references for {corpus}; `lnrepro references` computes them")
+    return read_json(path)["unigram"]["valid_nll"]
+
+
+def decide_v2(spec: CalibrationSpec, out_dir: Path, results_dir: Path) -> dict:
+    """choose_v2 on the collected records; a whole grid's decision is written to out_dir/choice.json (kept, with
+    when and where it was first made, while the records give the same one) with the curves in curves.png."""
+    runs = {st: got for st in spec.settings_v2()
+            if (got := {b: r for b in spec.baselines if (r := recorded_run(out_dir, label_v2(b, st)))})}
+    deep = {st: r for st in spec.settings_v2() if (r := recorded_run(out_dir, label_v2(spec.deep_pre_ln, st)))}
+    decision = choose_v2(spec, runs, unigram_nll_of(spec, results_dir), deep)
+    decision.update({"task": spec.task, "scale": spec.scale, "spec": str(spec.path), "baselines": list(spec.baselines),
+                     "deep_pre_ln": spec.deep_pre_ln})
+    if runs:  # the curves so far; nothing to draw before the first run
+        plot_v2(spec, runs, deep, decision, out_dir / "curves.png")
+    if decision.get("incomplete"):
+        return decision
+    path = out_dir / "choice.json"
+    old = json.loads(path.read_text()) if path.is_file() else {}
+    stamp = ("decided", "commit")
+    if {k: v for k, v in old.items() if k not in stamp} == json.loads(json.dumps(decision)):
+        return old
+    decision.update({"decided": now(), "commit": git_commit()})
+    atomic_write_text(path, json.dumps(decision, indent=2) + "\n")
+    return decision
+
+
+def plot_v2(spec: CalibrationSpec, runs: dict, deep: dict, decision: dict, png: Path) -> None:
+    """Validation NLL of each baseline (and of the deepest Pre-LN where run) at every setting: one panel each."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from repro.figures.output import save_figure
+    names = [*spec.baselines, spec.deep_pre_ln]
+    fig, axes = plt.subplots(1, 3, figsize=(17, 4.6), sharey=True)
+    for ax, name in zip(axes, names):
+        for st in spec.settings_v2():
+            got = deep.get(st) if name == spec.deep_pre_ln else runs.get(st, {}).get(name)
+            if got and got[2]:
+                xs, ys = zip(*got[2])
+                ax.plot(xs, ys, label=f"warmup {st[0]}, lr {st[1]:g}, tokens x{st[2]}",
+                        linestyle="-" if st[2] == 1 else "--")
+        ax.set_title(name)
+        ax.set_xlabel("updates")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+    axes[0].set_ylabel("validation NLL (nats, shared axis)")
+    c = decision.get("choice")
+    said = (f"chosen: warmup {c['warmup_updates']}, lr {c['lr']:g}, tokens x{c['tokens_factor']}, "
+            f"{c['max_updates']} updates" if c else
+            f"not informative at {spec.scale}: {decision['not_informative']}" if decision.get("not_informative") else
+            "grid incomplete: no choice yet" if decision.get("incomplete") else
+            "the deepest Pre-LN run is needed next at the best candidate")
+    fig.suptitle(f"Calibration v2 of the {spec.scale} regime, {spec.task} (minimax regret; {RULES_V2})\n{said}",
+                 fontsize=9)
     fig.tight_layout()
     save_figure(fig, png, None, {})

@@ -776,7 +776,10 @@ def calibrate(task: str = typer.Argument(..., help=f"One of: {', '.join(CALIBRAT
               train_grid: bool = typer.Option(False, "--train", help="Train the grid's runs even where committed records already decide."),
               runs: Path = typer.Option(Path("runs/calibration"), "--runs", help="Where the calibration runs train."),
               root: Path = typer.Option(None, "--root", help="Prepared corpora (default data/ or $LNREPRO_DATA)."),
-              results: Path = typer.Option(Path("results"), "--results", help="Folder of run records.")):
+              results: Path = typer.Option(Path("results"), "--results", help="Folder of run records."),
+              rules: str = typer.Option("v2", "--rules", help="v2 (2026-11-29: learning rate, warmup and tokens per update, minimax regret; recipes/calibration/v2/) or v1 (warmup, lowest mean)."),
+              group: Optional[bool] = typer.Option(None, "--group/--no-group", help="v2: train a baseline's learning rates and warmups at one tokens factor as one batched model (default: on a GPU)."),
+              train_group: Optional[str] = typer.Option(None, "--train-group", hidden=True, help="v2: train BASELINE:K's unfinished settings as one group (the grouped grid's jobs).")):
     """Choose a task's mini regime on the two baselines alone: run the spec's grid, record it, apply the rule.
 
     Example: lnrepro calibrate mt --jobs 6
@@ -787,6 +790,12 @@ def calibrate(task: str = typer.Argument(..., help=f"One of: {', '.join(CALIBRAT
         fail(f"calibrate {task!r}: unknown task (expected one of {', '.join(CALIBRATION_TASKS)})")
     if jobs < 1:
         fail(f"--jobs {jobs}: expected at least 1")
+    if rules not in ("v1", "v2"):
+        fail(f"--rules {rules!r}: expected v1 or v2")
+    if rules == "v2":
+        # a grouped grid's jobs name their task's own runs folder
+        return calibrate_v2(task, jobs, threads, decide_only, runs if train_group else runs / "v2" / task,
+                            root or default_root(), results, group, train_group)
     try:
         spec = calibration.load_spec(Path("recipes/calibration") / f"{task}.yaml")
     except RecipeError as e:
@@ -832,6 +841,74 @@ def calibrate(task: str = typer.Argument(..., help=f"One of: {', '.join(CALIBRAT
         console.print("no setting converged within the cap" + (
             f"; provisional (lowest mean best NLL at the cap): warmup {p['warmup_updates']}, lr {p['lr']:g}, "
             f"max_updates {p['max_updates']}; calibrate again with a larger cap" if p else ""))
+
+
+def calibrate_v2(task: str, jobs: int, threads: int | None, decide_only: bool, runs: Path, root: Path, results: Path,
+                 group: bool | None, train_group: str | None) -> None:
+    """`calibrate --rules v2`: the grid (grouped where asked, or on a GPU), then the deepest Pre-LN runs the rule
+    asks for one by one, each record collected as its run ends; then the decision."""
+    import torch
+
+    from repro import calibration
+    from repro.launch import default_threads, run_jobs
+    try:
+        spec = calibration.load_spec(Path("recipes/calibration/v2") / f"{task}.yaml")
+    except RecipeError as e:
+        fail(str(e))
+    out_dir = results / spec.scale / "calibration" / "v2" / task
+    collect = lambda *_: calibration.collect_runs(calibration.entries_v2(spec), runs, out_dir)
+    try:
+        if train_group is not None:
+            name, _, k = train_group.rpartition(":")
+            if name not in spec.baselines or not k.isdigit() or int(k) not in spec.tokens_factor:
+                raise ValueError(f"--train-group {train_group!r}: expected BASELINE:K of {spec.path}")
+            return calibration.train_group_v2(spec, name, int(k), runs, root)
+        grouped = torch.cuda.is_available() if group is None else group
+        while not decide_only:
+            todo = calibration.jobs_v2(spec, task, runs, root, grouped)
+            decision = calibration.decide_v2(spec, out_dir, results) if not todo else None
+            if decision is not None and decision.get("deep_needed"):
+                need = decision["deep_needed"]
+                setting = (need["warmup_updates"], need["lr"], need["tokens_factor"])
+                todo = [calibration.train_job(spec, spec.deep_pre_ln, setting, runs, root, need["max_updates"])]
+            if not todo:
+                break
+            console.print(f"{len(todo)} calibration job(s) to run ({'grouped' if grouped else 'one run each'}): "
+                          + ", ".join(j.name for j in todo), markup=False, highlight=False, soft_wrap=True)
+            done = run_jobs(todo, jobs, threads or default_threads(jobs, len(todo)), on_finish=collect)
+            collect()
+            bad = [j.name for j in done if j.state != "done"]
+            if bad:
+                raise ValueError(f"calibration runs did not finish: {', '.join(bad)} (logs under {runs})")
+        collect()
+        decision = calibration.decide_v2(spec, out_dir, results)
+    except (RecipeError, ValueError, OSError) as e:
+        fail(str(e))
+    from rich.table import Table
+    t = Table(title=f"Calibration v2 of the {spec.scale} regime for {task} ({calibration.RULES_V2})")
+    for col in ("warmup", "lr", "tokens", "length", *spec.baselines, "regret", spec.deep_pre_ln, "excluded"):
+        t.add_column(col)
+    for r in decision["settings"]:
+        best = [f"{r['best_valid_nll'][b]:.3f}" if b in r["best_valid_nll"] else "—" for b in spec.baselines]
+        length = "—" if r["length"] is None else f"{r['length']}" + ("" if r["converged"] else " (cap)")
+        t.add_row(str(r["warmup_updates"]), f"{r['lr']:g}", f"x{r['tokens_factor']}", length, *best,
+                  "—" if r["regret"] is None else f"{r['regret']:.3f}", r["deep_pre_ln"], r["excluded"])
+    console.print(t)
+    c = decision["choice"]
+    if decision.get("incomplete"):
+        console.print(f"grid incomplete ({len(decision['incomplete'])} settings not run): no choice yet; "
+                      f"`lnrepro calibrate {task}` trains the rest", markup=False, highlight=False)
+    elif c:
+        console.print(f"choice: warmup {c['warmup_updates']}, lr {c['lr']:g}, tokens x{c['tokens_factor']}, "
+                      f"max_updates {c['max_updates']} ({out_dir / 'choice.json'})", markup=False, highlight=False)
+    elif decision.get("not_informative"):
+        console.print(f"not informative at {spec.scale}: {decision['not_informative']}", markup=False,
+                      highlight=False)
+    else:
+        need = decision["deep_needed"]
+        console.print(f"needed next: {spec.deep_pre_ln} at warmup {need['warmup_updates']}, lr {need['lr']:g}, "
+                      f"tokens x{need['tokens_factor']}, {need['max_updates']} updates (`lnrepro calibrate {task}` "
+                      f"runs it)", markup=False, highlight=False)
 
 
 def entry():

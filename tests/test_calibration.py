@@ -269,3 +269,45 @@ def test_v2_specs_name_real_recipes_and_the_full_grid(task):
     for name in (*s.baselines, s.deep_pre_ln):
         assert resolve(REPO / "recipes" / f"{name}.yaml", "mini").recipe.model.variant == name.rsplit("-", 1)[1]
     assert "pre_ln" in s.deep_pre_ln and s.baselines[0].endswith("post_ln") and s.baselines[1].endswith("pre_ln")
+
+
+def test_calibration_v2_grid_on_tiny_data(tiny_root, tmp_path, monkeypatch):
+    """`lnrepro calibrate mt` with a tiny v2 spec: each baseline's two learning rates at each tokens factor trained
+    as one group, every record collected, then the rule, which asks for the deepest Pre-LN run where it needs it."""
+    from typer.testing import CliRunner
+
+    from repro.cli import app
+    recipes = tmp_path / "recipes"
+    (recipes / "calibration/v2").mkdir(parents=True)
+    (recipes / "base").symlink_to(REPO / "recipes/base")
+    for name in ("6L-6L-post_ln", "6L-6L-pre_ln", "12L-12L-pre_ln"):
+        (recipes / f"{name}.yaml").symlink_to(REPO / f"recipes/{name}.yaml")
+    (recipes / "calibration/v2/mt.yaml").write_text(
+        "rules: v2\ntask: mt\nscale: tiny\nbaselines: [6L-6L-post_ln, 6L-6L-pre_ln]\ndeep_pre_ln: 12L-12L-pre_ln\n"
+        "warmup_updates: [2]\nlr: [0.0005, 0.001]\ntokens_factor: [1, 2]\nmax_updates: 12\nvalidate_interval: 2\n"
+        "window_fraction: 0.2\ntolerance: 0.5\n")
+    monkeypatch.chdir(tmp_path)
+    results, runner = tmp_path / "results", CliRunner()
+    r = runner.invoke(app, ["references", "recipes/6L-6L-post_ln.yaml", "--scale", "tiny", "--root", str(tiny_root),
+                            "--results", str(results)])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["calibrate", "mt", "--group", "--jobs", "2", "--threads", "1", "--root", str(tiny_root),
+                            "--results", str(results), "--runs", str(tmp_path / "runs")])
+    assert r.exit_code == 0, r.output
+    assert "4 calibration job(s) to run (grouped)" in r.output
+    out = results / "tiny/calibration/v2/mt"
+    baseline = sorted(p.name for p in out.glob("6L-6L-*.json"))
+    assert baseline == sorted(f"6L-6L-{v}-w2-lr{lr}{x}.json" for v in ("post_ln", "pre_ln")
+                              for lr in ("0.0005", "0.001") for x in ("", "-x2"))
+    rec = json.loads((out / "6L-6L-pre_ln-w2-lr0.001-x2.json").read_text())
+    assert rec["tokens_factor"] == 2 and rec["group"]["runs"][0].endswith("6L-6L-pre_ln-w2-lr0.0005-x2")
+    assert "optim.gpus_per_update=2" in rec["overrides"] and rec["rules"].startswith("calibration v2")
+    d = json.loads((out / "choice.json").read_text())
+    assert (d["choice"] is None) != (d["not_informative"] is None) and d["deep_needed"] is None
+    if d["choice"]:  # the deepest Pre-LN ran at the choice, to its length
+        c = d["choice"]
+        deep = calibration.label_v2("12L-12L-pre_ln", (c["warmup_updates"], c["lr"], c["tokens_factor"]))
+        assert f"optim.max_updates={c['max_updates']}" in json.loads((out / f"{deep}.json").read_text())["overrides"]
+    assert (out / "curves.png").stat().st_size > 0
+    r = runner.invoke(app, ["calibrate", "mt", "--decide-only", "--results", str(results)])
+    assert r.exit_code == 0 and ("choice:" in r.output or "not informative at tiny" in r.output), r.output

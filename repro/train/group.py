@@ -250,7 +250,7 @@ class GroupEngine:
 
     def drop(self, keep: list[bool]) -> None:
         """Remove the members whose `keep` is False (failed): the others go on as a smaller group."""
-        rows = torch.tensor([i for i, k in enumerate(keep) if k], device=self.device)
+        rows = torch.tensor([i for i, k in enumerate(keep) if k], dtype=torch.long, device=self.device)
         self.params = {n: p.detach()[rows].requires_grad_(True) for n, p in self.params.items()}
         self.buffers = {n: b[rows] for n, b in self.buffers.items()}
         self.exp_avg = {n: t[rows] for n, t in self.exp_avg.items()}
