@@ -55,7 +55,7 @@ def render_results_page(results_dir: Path, scale: str) -> str:
     for task in CALIBRATION_TASKS:
         curves = results_dir / scale / "calibration" / task / "curves.png"
         if curves.is_file():
-            out += [f"Calibration of the {task} regime (`lnrepro calibrate`):", "",
+            out += [f"Calibration of the {task} regime (`lnrepro calibrate --rules v1`):", "",
                     f"![{task} calibration]({_link(curves, results_dir)})", ""]
     out += ["## Runs", "",
             "Training is the training wall time, Evaluation the evaluation's (with its machine where that was "

@@ -177,7 +177,8 @@ def test_calibrate_decides_from_committed_records_and_states_a_grids_cost(tmp_pa
     results = tmp_path / "results"
     shutil.copytree(repo / "results/mini/calibration/mt", results / "mini/calibration/mt")
     monkeypatch.chdir(repo)  # the specs live in recipes/calibration/
-    r = CliRunner().invoke(app, ["calibrate", "mt", "--results", str(results), "--runs", str(tmp_path / "runs")])
+    r = CliRunner().invoke(app, ["calibrate", "mt", "--rules", "v1", "--results", str(results), "--runs",
+                                 str(tmp_path / "runs")])
     assert r.exit_code == 0, r.output
     assert "deciding from the 6 committed calibration records" in r.output and not (tmp_path / "runs").exists()
     spec = calibration.load_spec(repo / "recipes/calibration/mt.yaml")
