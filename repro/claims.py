@@ -1,7 +1,8 @@
 """The paper's findings as a fixed, cited list, each judged against results/ at one scale by a dated version of
 the judging rules (repro/judging.py states them; v2 is current, v1 is kept so that what changed can be shown).
 
-Verdicts: reproduced / not reproduced / inconclusive / not run. A claim rests on named cells (recipe names below
+Verdicts: reproduced / not reproduced / inconclusive / not run, and under rules v2 "not informative" for a claim of
+a task that calibration v2 found no regime for at that scale (its baselines cannot both learn there). A claim rests on named cells (recipe names below
 recipes/) and reads only records of the current recipes (`repro.results.current_records`), each judged by the
 rules (a run that learned nothing has failed under v2). A failed seed is never a number. A claim that a beats
 several cells is a conjunction: one comparison that goes against it settles it, and it holds only when every
@@ -24,7 +25,29 @@ from pathlib import Path
 from repro import judging
 from repro.results import metric_at, stale_note
 
-VERDICTS = ("reproduced", "not reproduced", "inconclusive", "not run")
+VERDICTS = ("reproduced", "not reproduced", "inconclusive", "not run", "not informative")
+
+
+def verdict_counts(rows: list[dict]) -> str:
+    """"10 reproduced, 3 not reproduced, ...": every verdict, "not informative" only where one is."""
+    return ", ".join(f"{sum(r['verdict'] == v for r in rows)} {v}" for v in VERDICTS
+                     if v != "not informative" or any(r["verdict"] == v for r in rows))
+
+
+def not_informative(results_dir: Path, scale: str) -> dict[str, str]:
+    """The tasks calibration v2 found not informative at `scale` (results/<scale>/calibration/v2/<task>/choice.json),
+    each with why: their claims read so instead of being judged (repro/calibration.py, choose_v2)."""
+    out = {}
+    for path in sorted((Path(results_dir) / scale / "calibration" / "v2").glob("*/choice.json")):
+        why = json.loads(path.read_text(encoding="utf-8")).get("not_informative")
+        if why:
+            out[path.parent.name] = why
+    return out
+
+
+def task_folder(recipe_name: str) -> str:
+    """A recipe's task as calibration names it: its folder under recipes/ (gigaword, ...), "mt" at the top."""
+    return recipe_name.split("/")[0] if "/" in recipe_name else "mt"
 
 
 @dataclass(frozen=True)
@@ -400,11 +423,16 @@ def judge_v2(claim: Claim, records: dict[str, list[dict]], stale: dict | None = 
 def evaluate_claims(results_dir: Path, scale: str, rules: str = judging.CURRENT) -> list[dict]:
     records, stale = judging.judged_records(results_dir, scale, rules)
     figures = Path(results_dir) / "figures"
+    uninformative = not_informative(results_dir, scale) if rules != "v1" else {}
     rows = []
     for c in CLAIMS:
         if rules == "v1":
             verdict, evidence = judge_v1(c, records, figures, scale)
             rows.append({"claim": c.text, "source": c.source, "verdict": verdict, "evidence": evidence})
+        elif c.a and task_folder(c.a) in uninformative:
+            rows.append({"claim": c.text, "source": c.source, "verdict": "not informative", "evidence":
+                         f"calibration v2 found {task_folder(c.a)} not informative at {scale}: "
+                         f"{uninformative[task_folder(c.a)]}"})
         else:
             rows.append({"claim": c.text, "source": c.source, **judge_v2(c, records, stale, figures, scale)})
     return rows
@@ -434,7 +462,7 @@ def render_changed(results_dir: Path, scale: str, old: str = "v1", new: str = ju
 def render_claims(results_dir: Path, scale: str, fmt: str = "text", rules: str = judging.CURRENT) -> str | None:
     """text: a rich table on a wide terminal, else one compact block per claim; markdown; json."""
     rows = evaluate_claims(results_dir, scale, rules)
-    counts = ", ".join(f"{sum(r['verdict'] == v for r in rows)} {v}" for v in VERDICTS)
+    counts = verdict_counts(rows)
     if fmt == "json":
         return json.dumps({"scale": scale, "results": str(results_dir), "rules": rules,
                            "rules_date": judging.RULES[rules], "claims": rows}, indent=2) + "\n"
@@ -452,7 +480,8 @@ def render_claims(results_dir: Path, scale: str, fmt: str = "text", rules: str =
         t = Table(title=f"The paper's claims at scale '{scale}' ({counts}); {rules_line(rules)}")
         for col in ("claim", "paper", "verdict", "evidence"):
             t.add_column(col)
-        colour = {"reproduced": "green", "not reproduced": "red", "inconclusive": "yellow", "not run": "dim"}
+        colour = {"reproduced": "green", "not reproduced": "red", "inconclusive": "yellow", "not run": "dim",
+                  "not informative": "dim"}
         for r in rows:
             t.add_row(Text(r["claim"]), Text(r["source"]), Text(r["verdict"], style=colour[r["verdict"]]),
                       Text(r["evidence"]))

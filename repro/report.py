@@ -24,10 +24,10 @@ CALIBRATION_TASKS = ("mt", "gigaword", "wikitext103", "librispeech")
 
 def render_headline(results_dir: Path, scale: str) -> str:
     """The claims and their verdicts alone, for the README (the evidence is on the results page)."""
-    from repro.claims import VERDICTS, evaluate_claims, rules_line
+    from repro.claims import evaluate_claims, rules_line, verdict_counts
     from repro.judging import CURRENT
     rows = evaluate_claims(results_dir, scale)
-    counts = ", ".join(f"{sum(r['verdict'] == v for r in rows)} {v}" for v in VERDICTS)
+    counts = verdict_counts(rows)
     lines = [f"**The paper's claims at scale '{scale}': {counts}** ({rules_line(CURRENT)})", "",
              "| claim | paper | verdict |", "|---|---|---|"]
     lines += [f"| {r['claim']} | {r['source']} | {r['verdict']} |" for r in rows]

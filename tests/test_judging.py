@@ -282,3 +282,32 @@ def test_references_found_by_fingerprint_else_by_corpus_name():
     assert find({"corpus": "speech_mini", "files_sha256": "other"}) == {"id": 1}
     assert find({"corpus": "multi30k", "files_sha256": "c"}) is None   # two candidates: none is chosen
     assert find({"corpus": "gigaword_sample", "files_sha256": "c"}) is None
+
+
+def test_a_task_calibration_v2_found_not_informative_has_its_claims_read_so(tmp_path):
+    """A v2 choice.json saying "not informative" (here written by hand for Gigaword) turns that task's claims into
+    "not informative", with the reason; other tasks' verdicts and rules v1's are untouched."""
+    import json
+    import shutil
+    from pathlib import Path
+
+    from repro.claims import evaluate_claims, render_claims
+    repo = Path(__file__).resolve().parents[1]
+    results = tmp_path / "results"
+    shutil.copytree(repo / "results", results)
+    before = {r["claim"]: r["verdict"] for r in evaluate_claims(results, "mini")}
+    choice = results / "mini/calibration/v2/gigaword/choice.json"
+    choice.parent.mkdir(parents=True)
+    choice.write_text(json.dumps({"choice": None, "not_informative": "no setting of the grid lets both baselines "
+                                                                     "learn"}))
+    after = {r["claim"]: r for r in evaluate_claims(results, "mini")}
+    for claim, verdict in before.items():
+        if "summarisation" in claim:
+            assert after[claim]["verdict"] == "not informative"
+            assert after[claim]["evidence"] == ("calibration v2 found gigaword not informative at mini: no setting of "
+                                                "the grid lets both baselines learn")
+        else:
+            assert after[claim]["verdict"] == verdict, claim
+    assert any("summarisation" in c for c in before)
+    assert "not informative" in render_claims(results, "mini", "markdown")
+    assert all(r["verdict"] != "not informative" for r in evaluate_claims(results, "mini", "v1"))
