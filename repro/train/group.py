@@ -24,7 +24,6 @@ a member's run is another draw of its seed's run, not the same one.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import math
 
@@ -94,11 +93,11 @@ def pad_rows(batches: list[dict], device) -> dict:
     return to_device(out, device)
 
 
-def attention_kernels(device: torch.device):
-    """On the CPU, attention through the math kernel: torch's fused CPU attention has no batching rule, so under
-    vmap it would run member by member; the math kernel's matrix products and softmax batch over the members."""
-    if device.type != "cpu":
-        return contextlib.nullcontext()
+def attention_kernels():
+    """Attention through the math kernel, whose matrix products and softmax batch over the members under vmap. The
+    fused kernels have batching rules for some of their forwards only (not the fused CPU kernel; not the
+    memory-efficient CUDA kernel's backward: pytorch/pytorch#117016), and vmap runs an operator without one member by
+    member. At the reduced scales' short sequences the attention matrices are small."""
     return sdpa_kernel(SDPBackend.MATH)
 
 
@@ -161,7 +160,7 @@ class GroupEngine:
             batches = [collate(g[j]) for g in groups]
             for i, b in enumerate(batches):
                 tokens[i] += int(b["ntokens"])
-            with autocast(), attention_kernels(self.device):
+            with autocast(), attention_kernels():
                 out = self._losses(pad_rows(batches, self.device))
             out[:, 0].sum().backward()
             sums += out.detach().double()
@@ -221,7 +220,7 @@ class GroupEngine:
             batch = data.collate(idx)
             tokens += int(batch["ntokens"])
             shared = to_device({k: v for k, v in batch.items() if k not in ("ids", "ntokens")}, self.device)
-            with autocast(), attention_kernels(self.device):
+            with autocast(), attention_kernels():
                 total += self._losses(shared, shared=True, epsilon=0.0)[:, 1].double()
         self.template.train()
         return (total / max(tokens, 1)).tolist()
