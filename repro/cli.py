@@ -203,8 +203,11 @@ def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. reci
             seed_list = parse_seeds(seeds)
         except ValueError as e:
             fail(str(e))
+        if print_config:
+            fail("--print-config prints one run's recipe: give --seed N instead of --seeds")
         return train_seeds(recipe, scale, seed_list, run_dir, set_, resume, overwrite, allow_recipe_change, root,
-                           results, threads, precision, tensorboard, replace_record, trust_checkpoints)
+                           results, threads, precision, tensorboard, replace_record, trust_checkpoints, cuda_graphs,
+                           tokens_per_gpu)
     try:
         resolved = resolve(recipe, scale, [*set_, *([f"train.seed={seed}"] if seed is not None else []),
                                            *precision_override(recipe, scale, precision)])
@@ -293,7 +296,8 @@ def record_finished(results: Path, run_dir: Path, status: dict, resolved, replac
 
 def train_seeds(recipe: Path, scale: str, seeds: list[int], run_dir: Path | None, set_: list[str], resume: bool,
                 overwrite: bool, allow_recipe_change: bool, root: Path | None, results: Path, threads: int | None,
-                precision: str | None, tensorboard: bool, replace_record: bool, trust_checkpoints: bool) -> None:
+                precision: str | None, tensorboard: bool, replace_record: bool, trust_checkpoints: bool,
+                cuda_graphs: bool = False, tokens_per_gpu: int | None = None) -> None:
     """`train --seeds`: the seeds of one recipe as one group, each to its own run folder and record."""
     from repro.config import resolve
     from repro.results import check_record_slot, record_path
@@ -301,7 +305,9 @@ def train_seeds(recipe: Path, scale: str, seeds: list[int], run_dir: Path | None
     try:
         recipes = [resolve(recipe, scale, [*set_, f"train.seed={s}", *precision_override(recipe, scale, precision)])
                    for s in seeds]
-    except RecipeError as e:
+        from repro.train.group import check_group
+        check_group(recipes, int(os.environ.get("WORLD_SIZE", "1")), cuda_graphs)  # before anything is touched
+    except (RecipeError, ValueError) as e:
         fail(str(e))
     set_threads(threads)
     if trust_checkpoints:
@@ -320,7 +326,8 @@ def train_seeds(recipe: Path, scale: str, seeds: list[int], run_dir: Path | None
             slot = record_path(results, scale, res.name, res.recipe.train.seed, res.overrides, res.hash())
             check_record_slot(slot, res.hash(), d, replace_record)
         statuses = train_group(recipes, run_dirs, root or default_root(), resume=resume, overwrite=overwrite,
-                               allow_recipe_change=allow_recipe_change, tensorboard=tensorboard,
+                               allow_recipe_change=allow_recipe_change, cuda_graphs=cuda_graphs,
+                               tokens_per_gpu=tokens_per_gpu, tensorboard=tensorboard,
                                on_finish=lambda i, status: record_finished(results, run_dirs[i], status, recipes[i],
                                                                            replace_record))
     except _known_errors() as e:

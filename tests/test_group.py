@@ -155,6 +155,11 @@ def test_train_seeds_writes_one_record_per_seed_and_the_table_reads_them(tiny_ro
     r = CliRunner().invoke(app, ["train", str(REPO / "recipes/6L-6L-b2t.yaml"), "--scale", "tiny", "--seeds", "1-3",
                                  "--seed", "4", *common])
     assert r.exit_code == 2 and "--seed and --seeds" in r.output
+    for flags, why in ((["--print-config"], "--print-config prints one run's recipe"),
+                       (["--cuda-graphs"], "grouped training does not replay CUDA graphs")):
+        r = CliRunner().invoke(app, ["train", str(REPO / "recipes/6L-6L-b2t.yaml"), "--scale", "tiny", "--seeds", "1-2",
+                                     *flags, "--run-dir", str(tmp_path / "other"), *common])
+        assert r.exit_code == 2 and why in r.output and len(r.output.strip().splitlines()) == 1, r.output
 
 
 def test_reproduce_groups_a_cells_missing_seeds_when_asked(tiny_root, tmp_path):
