@@ -83,6 +83,24 @@ def test_a_group_without_dropout_equals_its_standalone_runs(tiny_root, tmp_path)
     assert not checkpoint.list_checkpoints(tmp_path / "member2")  # failed before its first checkpoint, as alone
 
 
+def test_a_language_model_group_equals_its_standalone_runs(tiny_lm_root, tmp_path):
+    """The LM's adaptive input and softmax select rows by value; under vmap they compute every band for every token
+    and keep each token's own (repro/model/adaptive.py): the same losses as alone."""
+    sets = ["model.decoder_layers=2", "optim.max_updates=6", "train.log_interval=1", *NO_DROPOUT,
+            "model.adaptive_softmax_dropout=0.0"]
+    recipes = [resolve(REPO / "recipes/wikitext103/6L-post_ln.yaml", "tiny", sets + [f"train.seed={s}"]) for s in (1, 2)]
+    for i, r in enumerate(recipes):
+        train_run(r, tmp_path / f"single{i}", tiny_lm_root)
+    train_group(recipes, [tmp_path / f"member{i}" for i in range(2)], tiny_lm_root)
+    for i in range(2):
+        a, b = log_rows(tmp_path / f"single{i}"), log_rows(tmp_path / f"member{i}")
+        assert len(a) == len(b) == 9  # 6 training rows, 3 validations
+        for x, y in zip(a, b):
+            for key in ("loss", "grad_norm", "valid_nll"):
+                if key in x:
+                    assert y[key] == pytest.approx(x[key], rel=1e-5), (i, x["step"], key)
+
+
 def test_a_killed_group_resumes_as_if_it_had_not_been(tiny_root, tmp_path):
     """Killed after update 3's checkpoints, one member having written its update-6 checkpoint before the kill: the
     group goes back to update 3 for all, and ends with the weights and logs of the group that was never stopped
@@ -123,8 +141,8 @@ def test_a_group_is_one_recipe_in_one_process(tmp_path):
     check_group([base, resolve(RECIPE, "tiny", SMALL + ["train.seed=2", "optim.lr=0.002"])], 1, False)
     with pytest.raises(ValueError, match="differs from .* in more than train.seed, optim.lr, optim.warmup_updates"):
         check_group([base, resolve(RECIPE, "tiny", SMALL + ["model.dropout=0.2"])], 1, False)
-    with pytest.raises(ValueError, match="supports tasks mt, summarization, not lm"):
-        check_group([resolve(REPO / "recipes/wikitext103/16L-post_ln.yaml", "tiny", [])] * 2, 1, False)
+    with pytest.raises(ValueError, match="supports tasks mt, summarization, lm, not asr"):
+        check_group([resolve(REPO / "recipes/librispeech/6L-6L-post_ln.yaml", "tiny", [])] * 2, 1, False)
     with pytest.raises(ValueError, match="one process"):
         check_group([base, base], 2, False)
 

@@ -18,6 +18,13 @@ from torch import nn
 from repro.model.cpu_paths import Dropout, Linear, linear
 
 
+def _transformed() -> bool:
+    """Inside a torch.func transform (a group's vmap, repro/train/group.py), which cannot select rows by value: there
+    every band is computed for every token and the value of the token's own band kept, the same numbers at more
+    cost."""
+    return torch._C._functorch.maybe_current_level() is not None
+
+
 def band_edges(vocab_size: int, cutoffs: list[int]) -> list[int]:
     edges = [0] + [c for c in cutoffs if c < vocab_size] + [vocab_size]
     if any(b <= a for a, b in zip(edges, edges[1:])):
@@ -45,6 +52,12 @@ class AdaptiveInput(nn.Module):
                 self.embeddings[0].weight[pad_idx].zero_()
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        if _transformed():  # under vmap: every band for every token, kept where the token lies in it
+            out = 0.0
+            for i, (lo, hi) in enumerate(zip(self.edges, self.edges[1:])):
+                band = self.projections[i](self.embeddings[i]((tokens - lo).clamp(0, hi - lo - 1)))
+                out = out + band * ((tokens >= lo) & (tokens < hi)).unsqueeze(-1)
+            return out
         out = tokens.new_zeros(*tokens.shape, self.d_model, dtype=self.projections[0].weight.dtype)
         for i, (lo, hi) in enumerate(zip(self.edges, self.edges[1:])):
             in_band = (tokens >= lo) & (tokens < hi)
@@ -90,6 +103,14 @@ class AdaptiveSoftmax(nn.Module):
         x, target = self.dropout(x.reshape(-1, x.size(-1))), target.reshape(-1)
         head = self._head_logprobs(x)
         n0 = self.edges[1]
+        if _transformed():  # under vmap: every tail for every token, each value kept where its target lies
+            out = torch.where(target < n0, head.gather(1, target.clamp(max=n0 - 1).unsqueeze(1)).squeeze(1), 0.0)
+            for i in range(1, len(self.edges) - 1):
+                lo, hi = self.edges[i], self.edges[i + 1]
+                tail = F.log_softmax(self._band_logits(x, i).float(), dim=-1)
+                value = head[:, n0 + i - 1] + tail.gather(1, (target - lo).clamp(0, hi - lo - 1).unsqueeze(1)).squeeze(1)
+                out = torch.where((target >= lo) & (target < hi), value, out)
+            return out
         out = head.new_zeros(target.shape)
         in_head = target < n0
         out[in_head] = head[in_head].gather(1, target[in_head].unsqueeze(1)).squeeze(1)

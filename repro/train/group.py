@@ -34,13 +34,13 @@ from torch.func import functional_call, stack_module_state, vmap
 from repro.config import ResolvedRecipe
 from repro.data.text import EOS, PAD
 from repro.train.optim import label_smoothed_nll, make_optimizer
-from repro.train.tasks import batch_logits, to_device
+from repro.train.tasks import batch_output, lm_nll, to_device
 
 # The settings in which a group's members may differ; everything else is one recipe.
 MEMBER_KEYS = (("train", "seed"), ("optim", "lr"), ("optim", "warmup_updates"))
-# Not the LM: its adaptive softmax selects rows by value, which vmap cannot. Not ASR: its convolutional front end
-# reads past a row's last frame, so frames added to pad a batch change the edge of a shorter row's output.
-GROUP_TASKS = ("mt", "summarization")
+# Not ASR: its convolutional front end reads past a row's last frame, so frames added to pad a batch change the edge
+# of a shorter row's output.
+GROUP_TASKS = ("mt", "summarization", "lm")
 GROUP_PRECISIONS = ("fp32", "bf16")  # fp16's loss scaler skips a step for all members at once
 
 
@@ -79,7 +79,7 @@ def pad_rows(batches: list[dict], device) -> dict:
     largest shape. Added columns are PAD tokens; added rows are sentences whose targets are all padding, with one
     </s> as source and decoder input so that attention always has a key. Neither adds to a loss or a gradient."""
     out = {}
-    for key in ("src", "prev", "target"):
+    for key in ("src", "prev", "tokens", "target"):
         if key not in batches[0]:
             continue
         parts = [b[key] for b in batches]
@@ -128,24 +128,27 @@ class GroupEngine:
         for g, saved in enumerate(optimizer_states):
             if saved:
                 self._load_adam(g, saved)
-        self.logits = vmap(self._member_logits, in_dims=(0, 0, 0), randomness="different")
-        self.logits_shared = vmap(self._member_logits, in_dims=(0, 0, None), randomness="error")
+        self.output = vmap(self._member_output, in_dims=(0, 0, 0), randomness="different")
+        self.output_shared = vmap(self._member_output, in_dims=(0, 0, None), randomness="error")
 
     @property
     def size(self) -> int:
         return next(iter(self.params.values())).shape[0]
 
-    def _member_logits(self, params: dict, buffers: dict, batch: dict) -> torch.Tensor:
-        return batch_logits(lambda *args: functional_call(self.template, (params, buffers), args), batch)
+    def _member_output(self, params: dict, buffers: dict, batch: dict) -> torch.Tensor:
+        return batch_output(lambda *args: functional_call(self.template, (params, buffers), args), batch, self.r.task)
 
     def _losses(self, batch: dict, shared: bool = False, epsilon: float | None = None) -> torch.Tensor:
         """(members, 2): each member's summed loss and NLL over the batch (its own rows, or with `shared` one batch
         for all). The loss is taken on the stacked logits, outside vmap: log-softmax's backward under vmap is
         several times slower on the CPU."""
-        logits = (self.logits_shared if shared else self.logits)(self.params, self.buffers, batch)
+        output = (self.output_shared if shared else self.output)(self.params, self.buffers, batch)
         target = batch["target"].expand(self.size, *batch["target"].shape) if shared else batch["target"]
+        if self.r.task == "lm":  # no label smoothing: the loss is the NLL
+            nll = lm_nll(output, target, members=True)
+            return torch.stack([nll, nll], dim=1)
         eps = self.r.optim.label_smoothing if epsilon is None else epsilon
-        return torch.stack(label_smoothed_nll(logits, target, eps, PAD, members=True), dim=1)
+        return torch.stack(label_smoothed_nll(output, target, eps, PAD, members=True), dim=1)
 
     def update(self, groups: list[list], lrs: list[float], collate, autocast) -> list[dict]:
         """One update of every member: `groups[i]` the batches (index arrays) member i's standalone run takes in this

@@ -40,17 +40,24 @@ def batch_tokens(recipe: Recipe) -> int:
 def batch_loss(model, batch: dict, recipe: Recipe, epsilon: float | None = None):
     eps = recipe.optim.label_smoothing if epsilon is None else epsilon
     if recipe.task == "lm":
-        lp = model(batch["tokens"], batch["target"])  # LanguageModel.forward: per-token log-probabilities
-        keep = batch["target"].ne(PAD)
-        nll = -(lp * keep).sum()
+        nll = lm_nll(batch_output(model, batch, recipe.task), batch["target"])
         return nll, nll, int(batch["ntokens"])  # counted on the host by collate: no device sync
-    loss, nll = label_smoothed_nll(batch_logits(model, batch), batch["target"], eps, PAD)
+    loss, nll = label_smoothed_nll(batch_output(model, batch, recipe.task), batch["target"], eps, PAD)
     return loss, nll, int(batch["ntokens"])
 
 
-def batch_logits(model, batch: dict) -> torch.Tensor:
-    """A sequence-to-sequence model's next-token logits for a batch (MT, summarisation, ASR)."""
+def batch_output(model, batch: dict, task: str) -> torch.Tensor:
+    """The model on a batch: a sequence-to-sequence model's next-token logits (MT, summarisation, ASR), the language
+    model's log-probability of each target (LanguageModel.forward)."""
+    if task == "lm":
+        return model(batch["tokens"], batch["target"])
     return model(batch["src"], batch["prev"], batch.get("src_lengths"))
+
+
+def lm_nll(lp: torch.Tensor, target: torch.Tensor, members: bool = False) -> torch.Tensor:
+    """Summed NLL of the non-pad targets from their log-probabilities; per member with `members`."""
+    nll = -(lp * target.ne(PAD))
+    return nll.flatten(1).sum(1) if members else nll.sum()
 
 
 def to_device(batch: dict, device) -> dict:
