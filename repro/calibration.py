@@ -529,13 +529,16 @@ def entries_v2(spec: CalibrationSpec, deep: dict | None = None) -> list[tuple[st
 
 
 def unigram_nll_of(spec: CalibrationSpec, results_dir: Path) -> float:
-    """The validation NLL of the unigram model of the baselines' corpus (results/references/<corpus>.json)."""
+    """The validation NLL of the unigram model of the baselines' corpus: results/references/<corpus>.json under
+    `results_dir`, else the one committed with lnrepro (a grid recorded into another folder)."""
     from repro.config import resolve
     from repro.references import references_path
+    from repro.results import RESULTS_DIR
     corpus = resolve(recipe_path(spec, spec.baselines[0]), spec.scale).recipe.data.corpus
-    path = references_path(results_dir, corpus)
-    if not path.is_file():
-        raise RecipeError(f"{path}: no references for {corpus}; `lnrepro references` computes them")
+    paths = [references_path(results_dir, corpus), references_path(RESULTS_DIR, corpus)]
+    path = next((p for p in paths if p.is_file()), None)
+    if path is None:
+        raise RecipeError(f"{paths[0]}: no references for {corpus}; `lnrepro references` computes them")
     return read_json(path)["unigram"]["valid_nll"]
 
 
