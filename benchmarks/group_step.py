@@ -29,7 +29,7 @@ from repro.data.text import PAD, read_meta
 from repro.model.build import build_model
 from repro.model.cpu_paths import keep_freed_memory
 from repro.train.group import GroupEngine
-from repro.train.loop import Dist, SingleEngine, autocast
+from repro.train.loop import Dist, SingleEngine
 from repro.train.optim import make_optimizer
 from repro.train.tasks import batch_tokens, open_split
 
@@ -53,14 +53,6 @@ def time_updates(engine, updates, collate, device) -> float:
     if device.type == "cuda":
         torch.cuda.synchronize()
     return time.perf_counter() - t0
-
-
-class Grouped:
-    def __init__(self, engine, device):
-        self.engine, self.device = engine, device
-
-    def update(self, groups, lrs, collate):
-        return self.engine.update(groups, lrs, collate, lambda: autocast(self.device, "fp32"))
 
 
 def main():
@@ -98,7 +90,7 @@ def main():
             opt = make_optimizer(models[0].parameters(), r.optim.lr, r.optim.betas, r.optim.eps, r.optim.weight_decay)
             engine = SingleEngine(models[0], opt, r, Dist(), device, cuda_graphs=False)
         else:
-            engine = Grouped(GroupEngine(models, [None] * size, [res] * size, device), device)
+            engine = GroupEngine(models, [None] * size, [res] * size, device)
         del models
         updates = updates_of(data, r, seeds, args.steps + 2)
         seconds = time_updates(engine, updates, data.collate, device)

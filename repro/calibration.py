@@ -129,20 +129,8 @@ def overrides(spec: CalibrationSpec, warmup: int, lr: float) -> list[str]:
 
 def jobs(spec: CalibrationSpec, runs_dir: Path, data_root: Path) -> list:
     """One `train` job per (baseline, setting); a finished run is skipped, an interrupted one resumes."""
-    from repro.launch import Job
-    out = []
-    for warmup, lr in spec.settings():
-        for name in spec.baselines:
-            run_dir = runs_dir / label(name, warmup, lr)
-            status = run_dir / "status.json"
-            if status.is_file() and json.loads(status.read_text()).get("status") in ("completed", "failed"):
-                continue
-            args = ["train", str(recipe_path(spec, name)), "--scale", spec.scale, "--run-dir", str(run_dir),
-                    "--results", str(runs_dir / "records"), "--root", str(data_root), "--resume"]
-            for item in overrides(spec, warmup, lr):
-                args += ["--set", item]
-            out.append(Job(label(name, warmup, lr), [args], run_dir / "train.out", run_dir, spec.max_updates))
-    return out
+    return [train_job(spec, name, (warmup, lr, 1), runs_dir, data_root) for warmup, lr in spec.settings()
+            for name in spec.baselines if not finished(runs_dir / label(name, warmup, lr))]
 
 
 # -- the rule -------------------------------------------------------------------------------------------------
@@ -409,15 +397,24 @@ def decide(spec: CalibrationSpec, out_dir: Path, png: Path) -> dict:
     if decision.get("incomplete"):
         plot(spec, curves, decision, png)
         return decision
-    stamp = ("decided", "commit")
-    path = out_dir / "choice.json"
-    old = json.loads(path.read_text()) if path.is_file() else {}
-    if {k: v for k, v in old.items() if k not in stamp} == json.loads(json.dumps(decision)) and png.is_file():
-        return old  # the same records give the same decision: keep when and where it was first made
-    decision.update({"decided": now(), "commit": git_commit()})
-    atomic_write_text(path, json.dumps(decision, indent=2) + "\n")
+    kept = kept_choice(out_dir / "choice.json", decision)
+    if kept is not None and png.is_file():
+        return kept
+    write_choice(out_dir / "choice.json", decision)
     plot(spec, curves, decision, png)
     return decision
+
+
+def kept_choice(path: Path, decision: dict) -> dict | None:
+    """The choice.json already written for this same decision, with when and where it was first made; else None."""
+    old = json.loads(path.read_text()) if path.is_file() else {}
+    same = {k: v for k, v in old.items() if k not in ("decided", "commit")} == json.loads(json.dumps(decision))
+    return old if old and same else None
+
+
+def write_choice(path: Path, decision: dict) -> None:
+    decision.update({"decided": now(), "commit": git_commit()})
+    atomic_write_text(path, json.dumps(decision, indent=2) + "\n")
 
 
 def plot(spec: CalibrationSpec, curves: dict, decision: dict, png: Path) -> None:
@@ -555,13 +552,10 @@ def decide_v2(spec: CalibrationSpec, out_dir: Path, results_dir: Path) -> dict:
         plot_v2(spec, runs, deep, decision, out_dir / "curves.png")
     if decision.get("incomplete"):
         return decision
-    path = out_dir / "choice.json"
-    old = json.loads(path.read_text()) if path.is_file() else {}
-    stamp = ("decided", "commit")
-    if {k: v for k, v in old.items() if k not in stamp} == json.loads(json.dumps(decision)):
-        return old
-    decision.update({"decided": now(), "commit": git_commit()})
-    atomic_write_text(path, json.dumps(decision, indent=2) + "\n")
+    kept = kept_choice(out_dir / "choice.json", decision)
+    if kept is not None:
+        return kept
+    write_choice(out_dir / "choice.json", decision)
     return decision
 
 

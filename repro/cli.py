@@ -164,6 +164,21 @@ CUDA_GRAPHS_HELP = ("On a GPU: replay each batch's forward and backward as a CUD
 
 GROUP_HELP = ("Train each cell's missing seeds as one batched model (train --seeds), or one process per run. "
               "Default: grouped on a GPU, where it is faster; not on a CPU, where it is not.")
+def before_training(threads: int | None, trust_checkpoints: bool, results: Path, root: Path | None,
+                    scale: str) -> None:
+    """What `train` (one run or `--seeds`) settles before any training: threads, trusted checkpoints, the folders it
+    reads and writes, and at scale tiny the generated corpora (a smoke test needs no prepare step)."""
+    set_threads(threads)
+    if trust_checkpoints:
+        from repro.train.checkpoint import TRUST
+        os.environ[TRUST] = "1"
+    check_folder(results, "--results", writable=True)
+    check_folder(root or default_root(), "--root")
+    if scale == "tiny":
+        from repro.data.tiny import ensure_tiny_corpora
+        ensure_tiny_corpora(root or default_root())
+
+
 SEEDS_HELP = ("Train these seeds together as one batched model (repro/train/group.py), e.g. 1-8 or 1,3,5; each "
               "writes its own run folder (under --run-dir, if given) and record.")
 
@@ -222,17 +237,9 @@ def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. reci
     if print_config:
         print(f"# {recipe} at scale {scale}\n# batching: {batching}\n" + dump_yaml(resolved.recipe), end="")
         return
-    set_threads(threads)
-    if trust_checkpoints:
-        from repro.train.checkpoint import TRUST
-        os.environ[TRUST] = "1"
     if run_dir is not None and str(run_dir).strip() in ("", "."):
         fail(f"--run-dir {str(run_dir)!r}: names no run folder (a run needs a folder of its own)")
-    check_folder(results, "--results", writable=True)
-    check_folder(root or default_root(), "--root")
-    if scale == "tiny":  # the tiny corpora are generated, so a smoke test needs no prepare step
-        from repro.data.tiny import ensure_tiny_corpora
-        ensure_tiny_corpora(root or default_root())
+    before_training(threads, trust_checkpoints, results, root, scale)
     from repro.results import check_record_slot, record_path
     from repro.train.loop import train_run
     run_dir = run_dir or Path("runs") / f"{resolved.name.replace('/', '-')}-{scale}-s{resolved.recipe.train.seed}"
@@ -309,15 +316,7 @@ def train_seeds(recipe: Path, scale: str, seeds: list[int], run_dir: Path | None
         check_group(recipes, int(os.environ.get("WORLD_SIZE", "1")), cuda_graphs)  # before anything is touched
     except (RecipeError, ValueError) as e:
         fail(str(e))
-    set_threads(threads)
-    if trust_checkpoints:
-        from repro.train.checkpoint import TRUST
-        os.environ[TRUST] = "1"
-    check_folder(results, "--results", writable=True)
-    check_folder(root or default_root(), "--root")
-    if scale == "tiny":
-        from repro.data.tiny import ensure_tiny_corpora
-        ensure_tiny_corpora(root or default_root())
+    before_training(threads, trust_checkpoints, results, root, scale)
     parent = run_dir or Path("runs")
     check_folder(parent, "--run-dir")
     run_dirs = [parent / f"{res.name.replace('/', '-')}-{scale}-s{s}" for res, s in zip(recipes, seeds)]

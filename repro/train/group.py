@@ -34,7 +34,7 @@ from torch.func import functional_call, stack_module_state, vmap
 from repro.config import ResolvedRecipe
 from repro.data.text import EOS, PAD
 from repro.train.optim import label_smoothed_nll, make_optimizer
-from repro.train.tasks import batch_output, lm_nll, to_device
+from repro.train.tasks import autocast, batch_output, lm_nll, to_device
 
 # The settings in which a group's members may differ; everything else is one recipe.
 MEMBER_KEYS = (("train", "seed"), ("optim", "lr"), ("optim", "warmup_updates"))
@@ -150,7 +150,7 @@ class GroupEngine:
         eps = self.r.optim.label_smoothing if epsilon is None else epsilon
         return torch.stack(label_smoothed_nll(output, target, eps, PAD, members=True), dim=1)
 
-    def update(self, groups: list[list], lrs: list[float], collate, autocast) -> list[dict]:
+    def update(self, groups: list[list], lrs: list[float], collate) -> list[dict]:
         """One update of every member: `groups[i]` the batches (index arrays) member i's standalone run takes in this
         update, `lrs[i]` its learning rate. Returns each member's loss, NLL and target-token sums and gradient
         norm, as a standalone run's update does."""
@@ -163,7 +163,7 @@ class GroupEngine:
             batches = [collate(g[j]) for g in groups]
             for i, b in enumerate(batches):
                 tokens[i] += int(b["ntokens"])
-            with autocast(), attention_kernels():
+            with autocast(self.device, self.r.train.precision), attention_kernels():
                 out = self._losses(pad_rows(batches, self.device))
             out[:, 0].sum().backward()
             sums += out.detach().double()
@@ -214,7 +214,7 @@ class GroupEngine:
         torch._foreach_sub_(params, step)
 
     @torch.no_grad()
-    def validate(self, data, max_tokens: int, autocast) -> list[float]:
+    def validate(self, data, max_tokens: int) -> list[float]:
         """Every member's mean NLL per target token over a split (repro.train.loop.validate), one pass for all."""
         from repro.data.batching import token_batches
         self.template.eval()
@@ -223,7 +223,7 @@ class GroupEngine:
             batch = data.collate(idx)
             tokens += int(batch["ntokens"])
             shared = to_device({k: v for k, v in batch.items() if k not in ("ids", "ntokens")}, self.device)
-            with autocast(), attention_kernels():
+            with autocast(self.device, self.r.train.precision), attention_kernels():
                 total += self._losses(shared, shared=True, epsilon=0.0)[:, 1].double()
         self.template.train()
         return (total / max(tokens, 1)).tolist()
@@ -249,6 +249,10 @@ class GroupEngine:
                 self.stepped.add(n)
                 self.exp_avg[n][g] = s["exp_avg"].to(self.device)
                 self.exp_avg_sq[n][g] = s["exp_avg_sq"].to(self.device)
+
+    def counts(self) -> None:
+        """A group replays no CUDA graphs: nothing to count (the loop's SingleEngine has its graphs')."""
+        return None
 
     def drop(self, keep: list[bool]) -> None:
         """Remove the members whose `keep` is False (failed): the others go on as a smaller group."""

@@ -37,7 +37,7 @@ from repro.train.group import GroupEngine, check_group
 from repro.train.health import HealthMonitor, effective_window
 from repro.train.lock import RunDirError, run_lock
 from repro.train.optim import inverse_sqrt_lr, load_optimizer_state, make_optimizer, normalise_and_clip
-from repro.train.tasks import batch_loss, batch_tokens, open_split, to_device
+from repro.train.tasks import autocast, batch_loss, batch_tokens, open_split, to_device
 
 
 @dataclass
@@ -58,13 +58,6 @@ def setup_distributed() -> Dist:
     if world > 1:
         return Dist(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
     return Dist()
-
-
-def autocast(device: torch.device, precision: str):
-    if precision == "fp32":
-        return contextlib.nullcontext()
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
-    return torch.autocast(device_type=device.type, dtype=dtype)
 
 
 class StopRequest:
@@ -326,32 +319,6 @@ class SingleEngine:
         return self.graphed.counts() if self.graphed else None
 
 
-class GroupEngineOnLoop:
-    """repro.train.group.GroupEngine with the loop's calling convention."""
-
-    def __init__(self, engine, device, precision: str):
-        self.engine, self.device, self.precision = engine, device, precision
-
-    @property
-    def size(self) -> int:
-        return self.engine.size
-
-    def update(self, groups, lrs, collate) -> list[dict]:
-        return self.engine.update(groups, lrs, collate, lambda: autocast(self.device, self.precision))
-
-    def validate(self, data, max_tokens: int) -> list[float]:
-        return self.engine.validate(data, max_tokens, lambda: autocast(self.device, self.precision))
-
-    def member_state(self, g: int) -> tuple[dict, dict]:
-        return self.engine.member_state(g)
-
-    def drop(self, keep: list[bool]) -> None:
-        self.engine.drop(keep)
-
-    def counts(self) -> None:
-        return None
-
-
 @dataclass
 class Member:
     """One run in the loop: a standalone run, or one member of a group. Its own directory, checkpoint to resume
@@ -542,8 +509,8 @@ def _train(recipes: list[ResolvedRecipe], run_dirs: list[Path], data_root: Path,
             load_optimizer_state(optimizer, live[0].state["optimizer"])
         engine = SingleEngine(models[0], optimizer, r, d, device, cuda_graphs)
     elif live:
-        engine = GroupEngineOnLoop(GroupEngine(models, [m.state and m.state["optimizer"] for m in live],
-                                               [m.resolved for m in live], device), device, r.train.precision)
+        engine = GroupEngine(models, [m.state and m.state["optimizer"] for m in live], [m.resolved for m in live],
+                             device)
     del models
     resumed = next((m.state for m in live if m.state is not None), None)
     step = resumed["step"] if resumed else 0
@@ -567,19 +534,19 @@ def _train(recipes: list[ResolvedRecipe], run_dirs: list[Path], data_root: Path,
 
     from_update = step
 
-    def save_checkpoints(group: list[Member]) -> None:
+    def save_checkpoints(runs: list[Member]) -> None:
         if not d.main:
             return
         rng = {"torch": torch.get_rng_state(), "python": random.getstate(),
                "cuda": torch.cuda.get_rng_state() if torch.cuda.is_available() else None}
-        for m in group:
+        for m in runs:
             model_state, optimizer_state = engine.member_state(active.index(m))
             state = {"model": model_state, "optimizer": optimizer_state, "step": step, "epoch": m.epoch,
                      "position": m.position, "elapsed": m.elapsed_before + time.time() - t0,
                      "health": m.health.state_dict(), "segments": segments(m), "rng": rng,
                      "recipe_hash": m.resolved.hash(), **({"group": m.status["group"]} if "group" in m.status else {})}
             checkpoint.save(state, m.run_dir, step, keep_last=None)
-        for m in group:  # only once every member has this update's checkpoint (align_group)
+        for m in runs:  # only once every member has this update's checkpoint (align_group)
             checkpoint.prune(m.run_dir, m.r.train.keep_last)
 
     def finish(m: Member) -> None:

@@ -6,6 +6,7 @@ targets: for ASR the targets are the transcript's pieces).
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import torch
@@ -58,6 +59,14 @@ def lm_nll(lp: torch.Tensor, target: torch.Tensor, members: bool = False) -> tor
     """Summed NLL of the non-pad targets from their log-probabilities; per member with `members`."""
     nll = -(lp * target.ne(PAD))
     return nll.flatten(1).sum(1) if members else nll.sum()
+
+
+def autocast(device: torch.device, precision: str):
+    """The context a forward runs in: none for fp32, else torch's autocast to bf16 or fp16."""
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+    return torch.autocast(device_type=device.type, dtype=dtype)
 
 
 def to_device(batch: dict, device) -> dict:
