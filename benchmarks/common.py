@@ -57,8 +57,24 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def processor() -> dict:
+    """The CPU as /proc/cpuinfo names it: model, vendor, family, and the vector units that decide its kernels."""
+    fields = {}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), value.strip())
+    except OSError:
+        return {"name": platform.processor()}
+    flags = fields.get("flags", "").split()
+    return {"name": fields.get("model name", ""), "vendor": fields.get("vendor_id", ""),
+            "family": fields.get("cpu family", ""), "model": fields.get("model", ""),
+            "vector_units": [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_tile") if f in flags]}
+
+
 def machine() -> dict:
-    info = {"platform": platform.platform(), "torch": torch.__version__, "threads": torch.get_num_threads()}
+    info = {"platform": platform.platform(), "torch": torch.__version__, "threads": torch.get_num_threads(),
+            "processor": processor()}
     if torch.cuda.is_available():
         info["device"] = torch.cuda.get_device_name(0)
     return info

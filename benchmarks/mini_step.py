@@ -2,6 +2,7 @@
 
     python benchmarks/mini_step.py [--recipe recipes/6L-6L-post_ln.yaml] [--steps 30] [--threads 1] [--profile]
                                    [--plain] [--numerics]
+    python benchmarks/mini_step.py --against OTHER_CHECKOUT [--configs 6L-6L-post_ln:1:20 ...] [--rounds 3]
 
 Builds the recipe at scale mini (d 128, FFN 512, 2,048 tokens per batch) on the prepared Multi30k corpus
 (`lnrepro prepare multi30k --source ../shared/data/multi30k`), runs the training step of repro/train/loop.py
@@ -10,12 +11,16 @@ per second over the timed steps (after 3 warm-up steps). With --profile, the top
 The step runs as training does, with repro/model/cpu_paths.py's CPU paths (oneDNN linear, uniform-draw dropout,
 glibc keeping freed memory); --plain runs torch's own layers and allocator settings instead (one process each,
 since the allocator setting cannot be undone). --numerics compares one step's loss and gradients of the two paths
-on the same batch with dropout off, and prints the largest differences.
+on the same batch with dropout off, and prints the largest differences. --against times another checkout of
+lnrepro (say, `git worktree add ../base main`) against this one: each RECIPE:THREADS:STEPS in its own process, the
+two checkouts interleaved, round after round; it prints the median step of each and writes every row with the
+processor's name, family and vector units (benchmarks/results/mini_step_cpu_VENDOR-FAMILY-MODEL.json by default).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from pathlib import Path
 
@@ -27,9 +32,8 @@ from repro.data.batching import token_batches
 from repro.data.text import PAD, read_meta
 from repro.model import cpu_paths
 from repro.model.build import build_model
-from repro.train.loop import autocast
 from repro.train.optim import make_optimizer
-from repro.train.tasks import batch_loss, batch_tokens, open_split
+from repro.train.tasks import autocast, batch_loss, batch_tokens, open_split
 
 
 def main():
@@ -43,7 +47,15 @@ def main():
     ap.add_argument("--plain", action="store_true", help="torch's own layers and allocator settings")
     ap.add_argument("--numerics", action="store_true", help="compare one step of the two paths; no timing")
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--against", type=Path, help="another checkout to time against this one, interleaved")
+    ap.add_argument("--configs", nargs="+", default=["6L-6L-post_ln:1:20", "6L-6L-post_ln:2:20",
+                                                     "18L-18L-post_ln:1:10", "18L-18L-post_ln:2:10",
+                                                     "60L-12L-post_ln:1:5", "60L-12L-post_ln:2:5"],
+                    help="RECIPE:THREADS:STEPS, the recipe's name under recipes/")
+    ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
+    if args.against:
+        return against(args)
     torch.set_num_threads(args.threads)
     if args.numerics:
         return numerics(args)
@@ -83,6 +95,53 @@ def main():
         write_json(args.out, {"machine": machine(), "recipe": args.recipe, "threads": args.threads,
                               "precision": args.precision, "paths": paths,
                               "steps": args.steps, "target_tokens_per_s": tokens / seconds})
+
+
+def against(args):
+    """Time the configs in the other checkout and in this one, each run its own process, interleaved."""
+    import os
+    import statistics
+    import subprocess
+    import sys
+    import tempfile
+    from common import processor
+    here = Path(__file__).resolve().parents[1]
+    trees = {"other": args.against.resolve(), "this": here}
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for rnd in range(1, args.rounds + 1):
+            for config in args.configs:
+                name, threads, steps = config.split(":")
+                for label, tree in trees.items():
+                    out = Path(tmp) / "row.json"
+                    cmd = [sys.executable, str(tree / "benchmarks/mini_step.py"), "--recipe", f"recipes/{name}.yaml",
+                           "--threads", threads, "--steps", steps, "--root", str(args.root.resolve()),
+                           "--out", str(out)]
+                    env = dict(os.environ, PYTHONPATH=f"{tree / 'benchmarks'}:{tree}")
+                    done = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True)
+                    if done.returncode:
+                        sys.exit(f"{' '.join(cmd)} failed:\n{done.stderr[-2000:]}")
+                    rate = json.loads(out.read_text())["target_tokens_per_s"]
+                    rows.append({"round": rnd, "recipe": name, "threads": int(threads), "steps": int(steps),
+                                 "checkout": label, "commit": _commit(tree), "target_tokens_per_s": rate})
+                    print(f"round {rnd} {name} {threads} thread(s) {label:>5}: {rate:,.0f} target tokens/s", flush=True)
+    for config in args.configs:
+        name, threads, _ = config.split(":")
+        med = {label: statistics.median(r["target_tokens_per_s"] for r in rows if r["recipe"] == name
+                                        and r["threads"] == int(threads) and r["checkout"] == label)
+               for label in trees}
+        print(f"{name}, {threads} thread(s): {med['other']:,.0f} -> {med['this']:,.0f} target tokens/s, "
+              f"{med['this'] / med['other']:.2f}x")
+    cpu = processor()
+    out = args.out or Path(f"benchmarks/results/mini_step_cpu_{cpu.get('vendor', 'cpu')}-{cpu.get('family', '')}-"
+                           f"{cpu.get('model', '')}.json")
+    write_json(out, {"machine": machine(), "date": time.strftime("%Y-%m-%d"), "rows": rows})
+
+
+def _commit(tree: Path) -> str:
+    import subprocess
+    done = subprocess.run(["git", "-C", str(tree), "describe", "--always", "--dirty"], capture_output=True, text=True)
+    return done.stdout.strip()
 
 
 def numerics(args):

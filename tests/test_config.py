@@ -290,23 +290,26 @@ def test_help_print_config_and_warmup_warning_say_the_right_thing(tmp_path):
     assert r.exit_code == 0 and "never leaves warmup" in r.output.replace("\n", " "), r.output
 
 
-def test_optimizer_state_from_a_gpu_checkpoint_keeps_this_devices_adam():
-    """A checkpoint made on a GPU holds fused Adam's groups (fused=True); resumed on a CPU the run goes on with the
-    CPU's default implementation, with the moments and step counts of the checkpoint."""
+def test_optimizer_state_from_another_implementation_keeps_this_adam():
+    """A checkpoint of torch's default Adam (earlier CPU runs: fused=None) resumes with this optimizer's fused
+    kernel, with the moments and step counts of the checkpoint."""
     torch = pytest.importorskip("torch")
     from repro.train.optim import load_optimizer_state, make_optimizer
     w = torch.nn.Parameter(torch.ones(4))
-    gpu_like = torch.optim.Adam([w], lr=1e-3, fused=True)  # torch runs fused Adam on a CPU too
+    earlier = torch.optim.Adam([w], lr=1e-3)
     w.grad = torch.full((4,), 0.5)
-    gpu_like.step()
-    saved = gpu_like.state_dict()
-    assert saved["param_groups"][0]["fused"] is True
+    earlier.step()
+    saved = earlier.state_dict()
+    assert saved["param_groups"][0]["fused"] is None
     v = torch.nn.Parameter(w.detach().clone())
     resumed = make_optimizer([v], 1e-3, (0.9, 0.98), 1e-8, 0.0)
     load_optimizer_state(resumed, saved)
-    assert resumed.param_groups[0]["fused"] is None and resumed.param_groups[0]["foreach"] is None
-    assert torch.equal(resumed.state[v]["exp_avg"], gpu_like.state[w]["exp_avg"])
+    assert resumed.param_groups[0]["fused"] is True
+    assert torch.equal(resumed.state[v]["exp_avg"], earlier.state[w]["exp_avg"])
     assert float(resumed.state[v]["step"]) == 1.0
+    v.grad = torch.full((4,), 0.5)
+    resumed.step()  # the fused kernel takes the loaded state
+    assert float(resumed.state[v]["step"]) == 2.0
 
 
 BASE_WITH_SCALE = """task: mt

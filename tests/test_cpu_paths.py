@@ -9,7 +9,15 @@ from repro.model.cpu_paths import Dropout, Linear, keep_freed_memory, linear
 from repro.model.seq2seq import EncoderDecoder
 from repro.model.variants import VARIANTS
 
-needs_onednn = pytest.mark.skipif(not cpu_paths.ONEDNN, reason="this torch build has no oneDNN")
+@pytest.fixture
+def onednn(monkeypatch):
+    """The oneDNN products, whichever library this processor's training takes (cpu_paths.USE_ONEDNN)."""
+    if not cpu_paths.ONEDNN:
+        pytest.skip("this torch build has no oneDNN")
+    monkeypatch.setattr(cpu_paths, "USE_ONEDNN", True)
+
+
+needs_onednn = pytest.mark.usefixtures("onednn")
 
 
 def took_onednn(y: torch.Tensor) -> bool:
@@ -78,6 +86,7 @@ def test_dropout_keeps_the_distribution_and_its_gradient():
     assert torch.equal(Dropout(0.0).train()(x), x)
 
 
+@needs_onednn
 def test_model_step_matches_torch_layers():
     """One forward and backward of a small encoder-decoder through both paths: same loss and gradients."""
     torch.manual_seed(0)

@@ -2,7 +2,9 @@
 
 Linear: torch sends fp32 CPU matrix products to MKL, which on AMD processors takes its AVX2 path: about 90 GFLOP/s on
 one core of an AVX-512 EPYC. oneDNN, which torch ships too, chooses its kernels by instruction set and runs the
-same fp32 products 1.4-2.5x faster there (benchmarks/README.md, "The mini configuration on this CPU"). The
+same fp32 products 1.4-2.5x faster there (benchmarks/README.md, "The mini configuration on this CPU"). On an Intel
+processor MKL takes its AVX-512 kernels, reads transposed operands in place (oneDNN's operator copies them) and
+the mini step ran 4% faster with it ("Where a mini step's time goes"), so the products stay MKL's there. The
 arithmetic stays fp32; only the order of the sums differs, so results agree to fp32 rounding. Everywhere else
 (GPU, autocast, half precision, torch.compile, a build without oneDNN) this is plain F.linear.
 
@@ -29,7 +31,17 @@ def _onednn_available() -> bool:
     return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
 
 
+def cpu_vendor() -> str:
+    """The processor's vendor_id ("GenuineIntel", "AuthenticAMD"; "" where /proc/cpuinfo does not say)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((line.split(":", 1)[1].strip() for line in f if line.startswith("vendor_id")), "")
+    except OSError:
+        return ""
+
+
 ONEDNN = _onednn_available()
+USE_ONEDNN = ONEDNN and cpu_vendor() != "GenuineIntel"  # the faster library for this processor's products (measured)
 ENABLED = True  # False: plain torch layers everywhere (benchmarks/mini_step.py --plain compares the two)
 
 _M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4  # glibc's malloc.h
@@ -82,9 +94,9 @@ class _OneDNNLinear(torch.autograd.Function):
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """F.linear, through oneDNN for fp32 tensors on the CPU outside autocast, compilation and torch.func's
-    transforms (a group's vmap, repro/train/group.py: oneDNN's operator has no batching rule)."""
-    if (ENABLED and ONEDNN and x.device.type == "cpu" and x.dtype == torch.float32 and weight.dtype == torch.float32
+    """F.linear, through oneDNN (where USE_ONEDNN) for fp32 tensors on the CPU outside autocast, compilation and
+    torch.func's transforms (a group's vmap, repro/train/group.py: oneDNN's operator has no batching rule)."""
+    if (ENABLED and USE_ONEDNN and x.device.type == "cpu" and x.dtype == torch.float32 and weight.dtype == torch.float32
             and x.numel() > 0 and not torch.is_autocast_enabled("cpu") and not torch.compiler.is_compiling()
             and torch._C._functorch.maybe_current_level() is None):
         return _OneDNNLinear.apply(x, weight, bias)

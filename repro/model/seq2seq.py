@@ -57,8 +57,10 @@ class EncoderDecoder(nn.Module):
 
     # -- decoder -------------------------------------------------------------------------------------------
     def decode(self, prev_tokens: torch.Tensor, memory: torch.Tensor, memory_mask: torch.Tensor,
-               cache: list[dict] | None = None, layer_outputs: list | None = None) -> torch.Tensor:
-        """Logits (B, T, V). With `cache`, prev_tokens holds only the newest token of each hypothesis."""
+               cache: list[dict] | None = None, layer_outputs: list | None = None, output=linear):
+        """Logits (B, T, V): `output`(decoder states, output embedding), the projection unless a loss takes its
+        place (repro/train/output_loss.py). With `cache`, prev_tokens holds only the newest token of each
+        hypothesis."""
         offset = 0
         if cache is not None:
             offset = cache[0].get("steps", 0)
@@ -67,11 +69,12 @@ class EncoderDecoder(nn.Module):
         x = self.decoder_input(self.embed_tokens(prev_tokens), offset=offset)
         x = self.decoder(x, causal=cache is None, memory=memory, memory_mask=memory_mask, cache=cache,
                          layer_outputs=layer_outputs)
-        return linear(x, self.embed_tokens.weight)
+        return output(x, self.embed_tokens.weight)
 
-    def forward(self, src: torch.Tensor, prev_tokens: torch.Tensor, src_lengths: torch.Tensor | None = None):
+    def forward(self, src: torch.Tensor, prev_tokens: torch.Tensor, src_lengths: torch.Tensor | None = None,
+                output=linear):
         memory, mask = self.encode(src, src_lengths)
-        return self.decode(prev_tokens, memory, mask)
+        return self.decode(prev_tokens, memory, mask, output=output)
 
     def new_cache(self) -> list[dict]:
         return [{} for _ in range(self.decoder_layers)]

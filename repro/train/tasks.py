@@ -14,6 +14,7 @@ import torch
 from repro.config import Recipe
 from repro.data.batching import ParallelData
 from repro.data.text import PAD
+from repro.train import output_loss
 from repro.train.optim import label_smoothed_nll
 
 
@@ -43,7 +44,11 @@ def batch_loss(model, batch: dict, recipe: Recipe, epsilon: float | None = None)
     if recipe.task == "lm":
         nll = lm_nll(batch_output(model, batch, recipe.task), batch["target"])
         return nll, nll, int(batch["ntokens"])  # counted on the host by collate: no device sync
-    loss, nll = label_smoothed_nll(batch_output(model, batch, recipe.task), batch["target"], eps, PAD)
+    if recipe.train.compile:
+        loss, nll = label_smoothed_nll(batch_output(model, batch, recipe.task), batch["target"], eps, PAD)
+    else:  # the loss takes the projection's place inside the forward, so DDP sees one forward
+        loss, nll = model(batch["src"], batch["prev"], batch.get("src_lengths"),
+                          output=output_loss.smoothed_nll(batch["target"], eps, PAD))
     return loss, nll, int(batch["ntokens"])
 
 
