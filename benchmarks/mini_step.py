@@ -8,9 +8,10 @@ Builds the recipe at scale mini (d 128, FFN 512, 2,048 tokens per batch) on the 
 (`lnrepro prepare multi30k --source ../shared/data/multi30k`), runs the training step of repro/train/loop.py
 (forward, label-smoothed loss, backward, clipping, Adam) on the first batches of epoch 1, and reports target tokens
 per second over the timed steps (after 3 warm-up steps). With --profile, the top operators of torch's profiler.
-The step runs as training does, with repro/model/cpu_paths.py's CPU paths (oneDNN linear, uniform-draw dropout,
-glibc keeping freed memory); --plain runs torch's own layers and allocator settings instead (one process each,
-since the allocator setting cannot be undone). --numerics compares one step's loss and gradients of the two paths
+The step runs as training does, with the CPU paths (repro/model/cpu_paths.py: this processor's faster library for
+the products, uniform-draw dropout, glibc keeping freed memory; the chunked output loss, repro/train/output_loss.py;
+fused Adam); --plain runs torch's own layers, loss, Adam and allocator settings instead (one process each, since
+the allocator setting cannot be undone). --numerics compares one step's loss and gradients of the two paths
 on the same batch with dropout off, and prints the largest differences. --against times another checkout of
 lnrepro (say, `git worktree add ../base main`) against this one: each RECIPE:THREADS:STEPS in its own process, the
 two checkouts interleaved, round after round; it prints the median step of each and writes every row with the
