@@ -37,7 +37,7 @@ class _ProjectedSmoothedNLL(torch.autograd.Function):
         eps_i = epsilon / (vocab - 1)
         a, b = 1.0 - epsilon - eps_i, eps_i  # loss = a * nll + b * smooth, as in label_smoothed_nll
         grad_h = torch.empty_like(h) if grad else None
-        grad_wt = torch.zeros(weight.shape[1], vocab) if grad else None  # transposed: oneDNN writes it in place
+        grad_wt = torch.zeros(weight.shape[1], vocab) if grad else None  # transposed: each product reads z in place
         loss, nll = h.new_zeros(()), h.new_zeros(())
         for s in range(0, h.shape[0], CHUNK):
             hc, t = h[s:s + CHUNK], target[s:s + CHUNK]
@@ -81,5 +81,6 @@ def smoothed_nll(target: torch.Tensor, epsilon: float, pad: int):
 
 def projected_smoothed_nll(h: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, epsilon: float,
                            pad: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Summed (loss, nll) of label_smoothed_nll(linear(h, weight), target, epsilon, pad), in chunks."""
     grad = torch.is_grad_enabled() and (h.requires_grad or weight.requires_grad)  # no gradients to validate
     return _ProjectedSmoothedNLL.apply(h.reshape(-1, h.shape[-1]), weight, target.reshape(-1), epsilon, pad, grad)
