@@ -237,9 +237,10 @@ def choose_v2(spec: CalibrationSpec, runs: dict, unigram_nll: float, deep: dict)
         row = {"warmup_updates": warmup, "lr": lr, "tokens_factor": k, "length": None, "converged": None,
                "best_valid_nll": {}, "learned": {}, "regret": None, "deep_pre_ln": "not needed", "excluded": ""}
         got = runs.get(setting, {})
-        if any(b not in got for b in spec.baselines):
+        if any(b not in got for b in spec.baselines):  # shown as far as it got; nothing is decided from it
             incomplete.append(setting)
-            row["excluded"] = "not run"
+            row["best_valid_nll"] = {b: best_until(got[b][2], spec.max_updates) for b in spec.baselines if b in got}
+            row["excluded"] = "not run: " + ", ".join(b for b in spec.baselines if b not in got)
             rows.append(row)
             continue
         curves = [got[b][2] for b in spec.baselines]
@@ -549,7 +550,7 @@ def decide_v2(spec: CalibrationSpec, out_dir: Path, results_dir: Path) -> dict:
     decision.update({"task": spec.task, "scale": spec.scale, "spec": str(spec.path), "baselines": list(spec.baselines),
                      "deep_pre_ln": spec.deep_pre_ln})
     if runs:  # the curves so far; nothing to draw before the first run
-        plot_v2(spec, runs, deep, decision, out_dir / "curves.png")
+        plot_v2(spec, runs, deep, decision, out_dir / "curves.png", unigram_nll_of(spec, results_dir))
     if decision.get("incomplete"):
         return decision
     kept = kept_choice(out_dir / "choice.json", decision)
@@ -559,15 +560,17 @@ def decide_v2(spec: CalibrationSpec, out_dir: Path, results_dir: Path) -> dict:
     return decision
 
 
-def plot_v2(spec: CalibrationSpec, runs: dict, deep: dict, decision: dict, png: Path) -> None:
-    """Validation NLL of each baseline (and of the deepest Pre-LN where run) at every setting: one panel each."""
+def plot_v2(spec: CalibrationSpec, runs: dict, deep: dict, decision: dict, png: Path, unigram_nll: float) -> None:
+    """Validation NLL of each baseline (and of the deepest Pre-LN where run) at every setting: one panel each, with
+    the "learned" gate (NLL_MARGIN under the unigram model) dotted."""
+    from repro.judging import NLL_MARGIN
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     from repro.figures.output import save_figure
     names = [*spec.baselines, spec.deep_pre_ln]
-    fig, axes = plt.subplots(1, 3, figsize=(17, 4.6), sharey=True)
+    fig, axes = plt.subplots(1, 3, figsize=(17, 4.6), sharex=True, sharey=True)
     for ax, name in zip(axes, names):
         for st in spec.settings_v2():
             got = deep.get(st) if name == spec.deep_pre_ln else runs.get(st, {}).get(name)
@@ -575,10 +578,13 @@ def plot_v2(spec: CalibrationSpec, runs: dict, deep: dict, decision: dict, png: 
                 xs, ys = zip(*got[2])
                 ax.plot(xs, ys, label=f"warmup {st[0]}, lr {st[1]:g}, tokens x{st[2]}",
                         linestyle="-" if st[2] == 1 else "--")
+        ax.axhline(unigram_nll - NLL_MARGIN, color="grey", linestyle=":", linewidth=1,
+                   label=f"learned below this: unigram {unigram_nll:.2f} - {NLL_MARGIN:g}")
         ax.set_title(name)
         ax.set_xlabel("updates")
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
+        if len(ax.lines) == 1:
+            ax.text(0.5, 0.5, "no run yet", transform=ax.transAxes, ha="center", va="center", color="grey")
+        ax.legend(fontsize=7)
     axes[0].set_ylabel("validation NLL (nats, shared axis)")
     c = decision.get("choice")
     said = (f"chosen: warmup {c['warmup_updates']}, lr {c['lr']:g}, tokens x{c['tokens_factor']}, "

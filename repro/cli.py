@@ -892,8 +892,10 @@ def calibrate_v2(task: str, jobs: int, threads: int | None, decide_only: bool, r
         fail(str(e))
     from rich.table import Table
     t = Table(title=f"Calibration v2 of the {spec.scale} regime for {task} ({calibration.RULES_V2})")
-    for col in ("warmup", "lr", "tokens", "length", *spec.baselines, "regret", spec.deep_pre_ln, "excluded"):
-        t.add_column(col)
+    short = lambda name: name.rsplit("/", 1)[-1]  # the recipe without its task folder: narrower columns
+    for col in ("warmup", "lr", "tokens", "length", *map(short, spec.baselines), "regret", short(spec.deep_pre_ln),
+                "excluded"):
+        t.add_column(col, overflow="fold")
     for r in decision["settings"]:
         best = [f"{r['best_valid_nll'][b]:.3f}" if b in r["best_valid_nll"] else "—" for b in spec.baselines]
         length = "—" if r["length"] is None else f"{r['length']}" + ("" if r["converged"] else " (cap)")

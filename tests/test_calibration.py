@@ -260,6 +260,13 @@ def test_v2_a_task_no_setting_serves_is_not_informative_and_an_incomplete_grid_d
     del ok[(1000, 1e-3, 1)]
     d = calibration.choose_v2(s, ok, UNIGRAM, bad_deep)
     assert d["choice"] is None and d["not_informative"] is None and len(d["incomplete"]) == 1
+    # a setting one baseline has run shows that run's best, and which run it waits for; still nothing is decided
+    half = grid({k: (3.0, 3.0) for k in s.settings_v2()})
+    del half[(1000, 1e-3, 1)][s.baselines[1]]
+    d = calibration.choose_v2(s, half, UNIGRAM, bad_deep)
+    row = next(r for r in d["settings"] if (r["warmup_updates"], r["lr"], r["tokens_factor"]) == (1000, 1e-3, 1))
+    assert row["best_valid_nll"] == {s.baselines[0]: pytest.approx(3.0, abs=0.2)}
+    assert row["excluded"] == f"not run: {s.baselines[1]}" and d["choice"] is None and len(d["incomplete"]) == 1
 
 
 @pytest.mark.parametrize("task", ["mt", "gigaword", "librispeech", "wikitext103"])
