@@ -338,13 +338,17 @@ def collect(spec: CalibrationSpec, runs_dir: Path, out_dir: Path) -> None:
                  runs_dir, out_dir)
 
 
+NOTES = ("commit_note", "note")  # what a person wrote on a collected record: kept when it is collected again
+
+
 def collect_runs(entries: list[tuple[str, dict]], runs_dir: Path, out_dir: Path) -> None:
     """For each (label, fields): the finished run runs_dir/label's record (the fields, then its status's) and log,
     as out_dir/label.json and .log.jsonl.
 
     The provenance (recipe hash, overrides, commit) is the run's own, from its status.json: the recipes change
     once the choice is applied, so hashing them again at collection time would name a recipe that never trained.
-    A record of another recipe hash already in place is refused (RecordError), never overwritten.
+    A record of another recipe hash already in place is refused (RecordError), never overwritten; the notes a
+    person added to the one in place (NOTES) are kept.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     for base, fields in entries:
@@ -355,8 +359,12 @@ def collect_runs(entries: list[tuple[str, dict]], runs_dir: Path, out_dir: Path)
             k: status.get(k) for k in ("recipe", "recipe_hash", "overrides", "scale", "seed", "commit", "hardware",
                                        "started", "duration_s", "status", "reason", "step")},
             **status_provenance(status)}
-        check_record_slot(out_dir / f"{base}.json", record["recipe_hash"])
-        atomic_write_text(out_dir / f"{base}.json", json.dumps(record, indent=2, sort_keys=True) + "\n")
+        path = out_dir / f"{base}.json"
+        check_record_slot(path, record["recipe_hash"])
+        if path.is_file():
+            in_place = json.loads(path.read_text(encoding="utf-8"))
+            record.update({k: in_place[k] for k in NOTES if k in in_place})
+        atomic_write_text(path, json.dumps(record, indent=2, sort_keys=True) + "\n")
         atomic_write_text(out_dir / f"{base}.log.jsonl", "".join(json.dumps(r) + "\n" for r in log))
 
 

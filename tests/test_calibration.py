@@ -128,10 +128,13 @@ def test_calibration_grid_on_tiny_data(tiny_root, tmp_path):
     assert not list((tmp_path / "results").rglob("seed*.json"))  # the grid never writes a table record
 
     # Applying the choice edits the recipes; collecting and deciding again must leave every file as it was,
-    # the records naming the recipe hash that trained and the choice keeping when and where it was made.
+    # the records naming the recipe hash that trained (and keeping a note added to one), the choice keeping when
+    # and where it was made.
     choice = json.loads((out / "choice.json").read_text())
     choice["decided"] = "2000-01-01T00:00:00+00:00"
     (out / "choice.json").write_text(json.dumps(choice, indent=2) + "\n")
+    noted = json.loads((out / "6L-6L-pre_ln-w2-lr0.001.json").read_text()) | {"note": "a reader's remark"}
+    (out / "6L-6L-pre_ln-w2-lr0.001.json").write_text(json.dumps(noted, indent=2, sort_keys=True) + "\n")
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     (recipes / "6L-6L-post_ln.yaml").unlink()
     (recipes / "6L-6L-post_ln.yaml").write_text((REPO / "recipes/6L-6L-post_ln.yaml").read_text()
