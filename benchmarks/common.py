@@ -59,12 +59,9 @@ def peak_rss_mb() -> float:
 
 def processor() -> dict:
     """The CPU as /proc/cpuinfo names it: model, vendor, family, and the vector units that decide its kernels."""
-    fields = {}
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            fields.setdefault(key.strip(), value.strip())
-    except OSError:
+    from repro.results import cpuinfo
+    fields = cpuinfo()
+    if not fields:
         return {"name": platform.processor()}
     flags = fields.get("flags", "").split()
     return {"name": fields.get("model name", ""), "vendor": fields.get("vendor_id", ""),

@@ -40,31 +40,32 @@ def git_commit() -> str:
         return "unknown"
 
 
-def cpu_model() -> str:
-    """The CPU's name from /proc/cpuinfo where there is one (Linux), else what `platform` knows."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def cpu_id(cpuinfo: str | None = None) -> str:
-    """Vendor, family and model of the first CPU in /proc/cpuinfo (x86), or "": a virtual machine's model name
-    may be a bare "AMD EPYC", which names no generation, and generations differ in speed."""
-    if cpuinfo is None:
+def cpuinfo(text: str | None = None) -> dict[str, str]:
+    """The first processor's fields in /proc/cpuinfo ("model name", "vendor_id", "cpu family", "model", "flags"...),
+    {} where there is none (not Linux)."""
+    if text is None:
         try:
-            cpuinfo = Path("/proc/cpuinfo").read_text()
+            text = Path("/proc/cpuinfo").read_text()
         except OSError:
-            return ""
+            return {}
     fields = {}
-    for line in cpuinfo.splitlines():
+    for line in text.splitlines():
         if not line.strip():
             break  # the first processor's block
         key, _, value = line.partition(":")
         fields[key.strip()] = value.strip()
+    return fields
+
+
+def cpu_model() -> str:
+    """The CPU's name from /proc/cpuinfo where there is one (Linux), else what `platform` knows."""
+    return cpuinfo().get("model name") or platform.processor() or platform.machine()
+
+
+def cpu_id(text: str | None = None) -> str:
+    """Vendor, family and model of the first CPU in /proc/cpuinfo (x86), or "": a virtual machine's model name
+    may be a bare "AMD EPYC", which names no generation, and generations differ in speed."""
+    fields = cpuinfo(text)
     if "cpu family" not in fields:
         return ""
     return f"{fields.get('vendor_id', '?')} family {fields['cpu family']} model {fields.get('model', '?')}"

@@ -26,22 +26,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from repro.results import cpuinfo
+
 
 def _onednn_available() -> bool:
     return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
 
 
-def cpu_vendor() -> str:
-    """The processor's vendor_id ("GenuineIntel", "AuthenticAMD"; "" where /proc/cpuinfo does not say)."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next((line.split(":", 1)[1].strip() for line in f if line.startswith("vendor_id")), "")
-    except OSError:
-        return ""
-
-
 ONEDNN = _onednn_available()
-USE_ONEDNN = ONEDNN and cpu_vendor() != "GenuineIntel"  # the faster library for this processor's products (measured)
+# the faster library for this processor's products (measured; module docstring)
+USE_ONEDNN = ONEDNN and cpuinfo().get("vendor_id") != "GenuineIntel"
 ENABLED = True  # False: plain torch layers everywhere (benchmarks/mini_step.py --plain compares the two)
 
 _M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4  # glibc's malloc.h
@@ -93,12 +87,16 @@ class _OneDNNLinear(torch.autograd.Function):
         return gx, gw, gb
 
 
+def applies(x: torch.Tensor) -> bool:
+    """Whether the CPU paths take x: fp32 on the CPU outside autocast, compilation and torch.func's transforms (a
+    group's vmap, repro/train/group.py: oneDNN's operator has no batching rule)."""
+    return (ENABLED and x.device.type == "cpu" and x.dtype == torch.float32 and not torch.is_autocast_enabled("cpu")
+            and not torch.compiler.is_compiling() and torch._C._functorch.maybe_current_level() is None)
+
+
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """F.linear, through oneDNN (where USE_ONEDNN) for fp32 tensors on the CPU outside autocast, compilation and
-    torch.func's transforms (a group's vmap, repro/train/group.py: oneDNN's operator has no batching rule)."""
-    if (ENABLED and USE_ONEDNN and x.device.type == "cpu" and x.dtype == torch.float32 and weight.dtype == torch.float32
-            and x.numel() > 0 and not torch.is_autocast_enabled("cpu") and not torch.compiler.is_compiling()
-            and torch._C._functorch.maybe_current_level() is None):
+    """F.linear, through oneDNN where USE_ONEDNN and the CPU paths apply."""
+    if USE_ONEDNN and applies(x) and weight.dtype == torch.float32 and x.numel() > 0:
         return _OneDNNLinear.apply(x, weight, bias)
     return F.linear(x, weight, bias)
 

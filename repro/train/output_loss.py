@@ -20,14 +20,8 @@ CHUNK = 256  # rows: 256 x 8,000 logits (8 MB) was the fastest of 64-2,048 (Inte
 
 
 def fused(h: torch.Tensor) -> bool:
-    """Whether the CPU path applies to the decoder states h: fp32 on the CPU, outside autocast and torch.func."""
-    return (cpu_paths.ENABLED and h.device.type == "cpu" and h.dtype == torch.float32
-            and not torch.is_autocast_enabled("cpu") and torch._C._functorch.maybe_current_level() is None)
-
-
-def _mm_bt(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """a @ b.T through the library the CPU's linear layers use (cpu_paths.USE_ONEDNN)."""
-    return cpu_paths._a_bt(a, b) if cpu_paths.USE_ONEDNN else a @ b.t()
+    """Whether the chunks apply to the decoder states h: where the CPU paths do (cpu_paths.applies)."""
+    return cpu_paths.applies(h)
 
 
 class _ProjectedSmoothedNLL(torch.autograd.Function):
@@ -41,7 +35,7 @@ class _ProjectedSmoothedNLL(torch.autograd.Function):
         loss, nll = h.new_zeros(()), h.new_zeros(())
         for s in range(0, h.shape[0], CHUNK):
             hc, t = h[s:s + CHUNK], target[s:s + CHUNK]
-            z = _mm_bt(hc, weight)
+            z = cpu_paths.linear(hc, weight)  # inside forward: no graph, just the product
             keep = t.ne(pad).to(z.dtype)
             z_target = z.gather(1, t[:, None]).squeeze(1)
             z_sum = z.sum(1)
@@ -57,8 +51,8 @@ class _ProjectedSmoothedNLL(torch.autograd.Function):
                 # d loss / d logit_j = (a + b V) p_j - a [j = target] - b on a kept row, 0 on a pad row
                 z.mul_(((a + b * vocab) / total * keep)[:, None]).sub_((b * keep)[:, None])
                 z.scatter_add_(1, t[:, None], (-a * keep)[:, None])
-                grad_h[s:s + CHUNK] = _mm_bt(z, weight.t())
-                grad_wt.add_(_mm_bt(hc.t(), z.t()))
+                grad_h[s:s + CHUNK] = cpu_paths.linear(z, weight.t())
+                grad_wt.add_(cpu_paths.linear(hc.t(), z.t()))
         ctx.mark_non_differentiable(nll)
         ctx.save_for_backward(grad_h, grad_wt.t().contiguous() if grad else None)
         return loss, nll
