@@ -492,8 +492,9 @@ def jobs_v2(spec: CalibrationSpec, task: str, runs_dir: Path, data_root: Path, g
     tokens factor training its learning rates and warmups as one stacked model (`calibrate TASK --train-group`)."""
     from repro.launch import Job
     out = []
-    for name in spec.baselines:
-        for k in spec.tokens_factor:
+    # tokens factor outermost: the cheap settings complete (both baselines) before the costly ones start
+    for k in spec.tokens_factor:
+        for name in spec.baselines:
             todo = [st for st in spec.settings_v2() if st[2] == k and not finished(runs_dir / label_v2(name, st))]
             if grouped and len(todo) > 1:
                 base = f"{name.replace('/', '-')}-x{k}-group"

@@ -322,3 +322,15 @@ def test_calibration_v2_grid_on_tiny_data(tiny_root, tmp_path, monkeypatch):
     assert (out / "curves.png").stat().st_size > 0
     r = runner.invoke(app, ["calibrate", "mt", "--decide-only", "--results", str(results)])
     assert r.exit_code == 0 and ("choice:" in r.output or "not informative at tiny" in r.output), r.output
+
+
+def test_v2_runs_every_baseline_at_a_tokens_factor_before_the_next_factor(tmp_path):
+    """The x1 settings complete, both baselines, before the four-times-costlier x4 runs start."""
+    s = calibration.load_spec(REPO / "recipes/calibration/v2/gigaword.yaml")
+    (tmp_path / calibration.label_v2(s.baselines[0], s.settings_v2()[0])).mkdir()
+    (tmp_path / calibration.label_v2(s.baselines[0], s.settings_v2()[0]) / "status.json").write_text(
+        '{"status": "completed"}')
+    names = [j.name for j in calibration.jobs_v2(s, "gigaword", tmp_path, tmp_path, grouped=False)]
+    factors = [2 if n.endswith("-x4") else 1 for n in names]
+    assert len(names) == 15 and factors == sorted(factors)
+    assert {n.split("-w")[0] for n in names[:7]} == {"gigaword-6L-6L-post_ln", "gigaword-6L-6L-pre_ln"}
