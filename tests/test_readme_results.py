@@ -22,6 +22,7 @@ def test_readme_is_short_and_its_first_screen_says_what_and_how():
 
 
 def test_readme_claims_block_is_the_command_output():
+    assert README.count("| claim | paper | verdict |") == 1, "the claims table stands once, in the generated block"
     assert README == readme_with_headline(README, REPO / "results"), (
         "README's claims block differs from `lnrepro report`'s: run lnrepro report\n"
         + render_headline(REPO / "results", "mini"))
