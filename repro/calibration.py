@@ -549,15 +549,28 @@ def unigram_nll_of(spec: CalibrationSpec, results_dir: Path) -> float:
     return read_json(path)["unigram"]["valid_nll"]
 
 
-def decide_v2(spec: CalibrationSpec, out_dir: Path, results_dir: Path) -> dict:
-    """choose_v2 on the collected records; a whole grid's decision is written to out_dir/choice.json (kept, with
-    when and where it was first made, while the records give the same one) with the curves in curves.png."""
+def recorded_v2(spec: CalibrationSpec, out_dir: Path) -> tuple[dict, dict]:
+    """The collected runs as choose_v2 reads them: the baselines' by setting, and the deepest Pre-LN's."""
     runs = {st: got for st in spec.settings_v2()
             if (got := {b: r for b in spec.baselines if (r := recorded_run(out_dir, label_v2(b, st)))})}
     deep = {st: r for st in spec.settings_v2() if (r := recorded_run(out_dir, label_v2(spec.deep_pre_ln, st)))}
+    return runs, deep
+
+
+def decision_v2(spec: CalibrationSpec, out_dir: Path, results_dir: Path) -> dict:
+    """choose_v2 on the collected records, writing nothing."""
+    runs, deep = recorded_v2(spec, out_dir)
     decision = choose_v2(spec, runs, unigram_nll_of(spec, results_dir), deep)
     decision.update({"task": spec.task, "scale": spec.scale, "spec": str(spec.path), "baselines": list(spec.baselines),
                      "deep_pre_ln": spec.deep_pre_ln})
+    return decision
+
+
+def decide_v2(spec: CalibrationSpec, out_dir: Path, results_dir: Path) -> dict:
+    """choose_v2 on the collected records; a whole grid's decision is written to out_dir/choice.json (kept, with
+    when and where it was first made, while the records give the same one) with the curves in curves.png."""
+    runs, deep = recorded_v2(spec, out_dir)
+    decision = decision_v2(spec, out_dir, results_dir)
     if runs:  # the curves so far; nothing to draw before the first run
         plot_v2(spec, runs, deep, decision, out_dir / "curves.png", unigram_nll_of(spec, results_dir))
     if decision.get("incomplete"):

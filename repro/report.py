@@ -34,6 +34,51 @@ def render_headline(results_dir: Path, scale: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def render_regime(results_dir: Path, scale: str = "mini") -> str:
+    """Per task: the regime its recipes train at `scale` today, and where calibration v2 stands (the baseline runs
+    recorded of its grid's, their training time and machines, and the choice, the reason the task is not
+    informative, or what the decision waits for), from the v2 specs and the collected records."""
+    from repro import calibration
+    from repro.config import resolve
+    from repro.results import recipes_dir, where
+    lines = ["| task | regime its recipes train | v2 cap | v2 runs recorded, training time | v2 outcome |",
+             "|---|---|---|---|---|"]
+    for task in CALIBRATION_TASKS:
+        spec = calibration.load_spec(recipes_dir() / "calibration" / "v2" / f"{task}.yaml")
+        o = resolve(calibration.recipe_path(spec, spec.baselines[0]), scale).recipe.optim
+        factor = f", tokens x{o.gpus_per_update}" if o.gpus_per_update > 1 else ""
+        now = f"warmup {o.warmup_updates:,}, lr {o.lr:g}{factor}, {o.max_updates:,} updates"
+        out_dir = Path(results_dir) / scale / "calibration" / "v2" / task
+        records = [read_record(p) for p in sorted(out_dir.glob("*.json")) if p.name != "choice.json"]
+        baseline = sum(r.get("recipe_name") in spec.baselines for r in records)
+        runs = f"{baseline} of {len(spec.settings_v2()) * len(spec.baselines)} baseline runs"
+        if len(records) > baseline:
+            runs += f", {len(records) - baseline} of {spec.deep_pre_ln}"
+        if records:
+            hours = sum(r.get("duration_s", 0) for r in records) / 3600
+            runs += f"; {hours:.1f} h on {', '.join(sorted({where(r.get('hardware') or {}) for r in records}))}"
+        d = calibration.decision_v2(spec, out_dir, results_dir) if records else {}
+        if d.get("choice"):
+            c = d["choice"]
+            outcome = (f"choice: warmup {c['warmup_updates']:,}, lr {c['lr']:g}, tokens x{c['tokens_factor']}, "
+                       f"{c['max_updates']:,} updates")
+        elif d.get("not_informative"):
+            outcome = f"not informative at {scale}: {d['not_informative']}"
+        elif d.get("deep_needed"):
+            n = d["deep_needed"]
+            outcome = (f"waits for {spec.deep_pre_ln} at warmup {n['warmup_updates']:,}, lr {n['lr']:g}, "
+                       f"tokens x{n['tokens_factor']}")
+        else:
+            outcome = "undecided until every baseline run is recorded"
+        lines.append(f"| {task} | {now} | {spec.max_updates:,} | {runs} | {outcome} |")
+    return "\n".join(lines) + "\n"
+
+
+def read_record(path: Path) -> dict:
+    import json
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
 def render_results_page(results_dir: Path, scale: str) -> str:
     from repro.claims import render_changed, render_claims
     from repro.tables.render import render_table
@@ -91,22 +136,30 @@ def render_cli_page(width: int = 100) -> str:
     return "\n".join(out)
 
 
-README_BLOCK = ("<!-- the claims block: written by `lnrepro report` -->\n", "\n<!-- end of the claims block -->")
+README_BLOCKS = ("claims", "regime")  # the README's generated blocks, each between its two markers
 
 
-def readme_with_headline(readme: str, results_dir: Path) -> str:
-    """The README with its claims block (between the two markers) made anew from the `mini` records."""
-    start, end = README_BLOCK
-    i, j = readme.index(start) + len(start), readme.index(end)
-    return readme[:i] + render_headline(results_dir, "mini").strip() + readme[j:]
+def block_markers(name: str) -> tuple[str, str]:
+    return f"<!-- the {name} block: written by `lnrepro report` -->\n", f"\n<!-- end of the {name} block -->"
+
+
+def readme_with_blocks(readme: str, results_dir: Path) -> str:
+    """The README with each generated block it holds made anew from the `mini` records."""
+    render = {"claims": render_headline, "regime": render_regime}
+    for name in README_BLOCKS:
+        start, end = block_markers(name)
+        if start in readme:
+            i, j = readme.index(start) + len(start), readme.index(end)
+            readme = readme[:i] + render[name](results_dir, "mini").strip() + readme[j:]
+    return readme
 
 
 def write_pages(results_dir: Path, scale: str, docs_dir: Path, readme: Path | None = None) -> list[Path]:
-    """The generated pages, and the README's claims block where `readme` holds one."""
+    """The generated pages, and the README's generated blocks where `readme` holds them."""
     pages = {Path(docs_dir) / f"results-{scale}.md": render_results_page(results_dir, scale),
              Path(docs_dir) / "cli.md": render_cli_page()}
-    if readme is not None and readme.is_file() and README_BLOCK[0] in readme.read_text(encoding="utf-8"):
-        pages[readme] = readme_with_headline(readme.read_text(encoding="utf-8"), results_dir)
+    if readme is not None and readme.is_file():
+        pages[readme] = readme_with_blocks(readme.read_text(encoding="utf-8"), results_dir)
     for path, text in pages.items():
         atomic_write_text(path, text)
     return list(pages)

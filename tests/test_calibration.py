@@ -334,3 +334,22 @@ def test_v2_runs_every_baseline_at_a_tokens_factor_before_the_next_factor(tmp_pa
     factors = [2 if n.endswith("-x4") else 1 for n in names]
     assert len(names) == 15 and factors == sorted(factors)
     assert {n.split("-w")[0] for n in names[:7]} == {"gigaword-6L-6L-post_ln", "gigaword-6L-6L-pre_ln"}
+
+
+def test_regime_table_counts_the_recorded_runs_and_says_what_the_decision_waits_for(tmp_path):
+    import shutil
+
+    from repro.report import render_regime
+    src = REPO / "results/mini/calibration/v2/gigaword"
+    records = sorted(p for p in src.glob("*.json") if p.name != "choice.json")
+    out = tmp_path / "mini/calibration/v2/gigaword"
+    out.mkdir(parents=True)
+    for p in records:
+        shutil.copy(p, out / p.name)
+        shutil.copy(p.with_suffix(".log.jsonl"), out / p.with_suffix(".log.jsonl").name)
+    rows = {line.split(" | ")[0].strip("| "): line for line in render_regime(tmp_path).splitlines()[2:]}
+    assert set(rows) == {"mt", "gigaword", "wikitext103", "librispeech"}
+    assert "| 0 of 16 baseline runs | undecided" in rows["mt"]
+    assert f"| {len(records)} of 16 baseline runs; " in rows["gigaword"]
+    o = resolve(REPO / "recipes/gigaword/6L-6L-post_ln.yaml", "mini").recipe.optim  # the recipes' regime, the cap
+    assert f"| warmup {o.warmup_updates:,}, lr {o.lr:g}, {o.max_updates:,} updates | 12,000 |" in rows["gigaword"]

@@ -7,7 +7,8 @@ from pathlib import Path
 from rich.console import Console
 
 import repro.progress
-from repro.report import readme_with_headline, render_cli_page, render_headline, render_results_page
+from repro.report import (README_BLOCKS, block_markers, readme_with_blocks, render_cli_page, render_headline,
+                          render_results_page)
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text()
@@ -21,10 +22,12 @@ def test_readme_is_short_and_its_first_screen_says_what_and_how():
         assert text in first, text
 
 
-def test_readme_claims_block_is_the_command_output():
+def test_readme_generated_blocks_are_the_command_output():
     assert README.count("| claim | paper | verdict |") == 1, "the claims table stands once, in the generated block"
-    assert README == readme_with_headline(README, REPO / "results"), (
-        "README's claims block differs from `lnrepro report`'s: run lnrepro report\n"
+    for name in README_BLOCKS:
+        assert all(README.count(marker) == 1 for marker in block_markers(name)), name
+    assert README == readme_with_blocks(README, REPO / "results"), (
+        "README's generated blocks differ from `lnrepro report`'s: run lnrepro report\n"
         + render_headline(REPO / "results", "mini"))
 
 
