@@ -35,7 +35,8 @@ from pathlib import Path
 import yaml
 
 from repro.config import RecipeError
-from repro.results import atomic_write_text, check_record_slot, git_commit, now, read_json, read_jsonl, status_provenance
+from repro.results import (RecordError, atomic_write_text, check_record_slot, git_commit, now, read_json, read_jsonl,
+                           status_provenance)
 
 
 @dataclass(frozen=True)
@@ -347,8 +348,8 @@ def collect_runs(entries: list[tuple[str, dict]], runs_dir: Path, out_dir: Path)
 
     The provenance (recipe hash, overrides, commit) is the run's own, from its status.json: the recipes change
     once the choice is applied, so hashing them again at collection time would name a recipe that never trained.
-    A record of another recipe hash already in place is refused (RecordError), never overwritten; the notes a
-    person added to the one in place (NOTES) are kept.
+    A record of another recipe hash, or of another run (another start), already in place is refused (RecordError),
+    never overwritten; the notes a person added to the one in place (NOTES) are kept.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     for base, fields in entries:
@@ -363,6 +364,9 @@ def collect_runs(entries: list[tuple[str, dict]], runs_dir: Path, out_dir: Path)
         check_record_slot(path, record["recipe_hash"])
         if path.is_file():
             in_place = json.loads(path.read_text(encoding="utf-8"))
+            if in_place.get("started") not in (None, record["started"]):
+                raise RecordError(f"{path} holds another run's record (started {in_place['started']}); the run in "
+                                  f"{runs_dir / base} started {record['started']}: remove one of the two")
             record.update({k: in_place[k] for k in NOTES if k in in_place})
         atomic_write_text(path, json.dumps(record, indent=2, sort_keys=True) + "\n")
         atomic_write_text(out_dir / f"{base}.log.jsonl", "".join(json.dumps(r) + "\n" for r in log))
@@ -487,19 +491,28 @@ def finished(run_dir: Path) -> bool:
     return status.is_file() and json.loads(status.read_text()).get("status") in ("completed", "failed")
 
 
-def jobs_v2(spec: CalibrationSpec, task: str, runs_dir: Path, data_root: Path, grouped: bool) -> list:
-    """The grid's baseline runs not finished yet: one `train` job each, or, `grouped`, one job per baseline and
+def to_run(spec: CalibrationSpec, name: str, k: int, runs_dir: Path, out_dir: Path) -> list[tuple[int, float, int]]:
+    """Baseline `name`'s settings at tokens factor k with neither a finished run in runs_dir nor a collected record
+    in out_dir (a record made elsewhere, on another machine or from another checkout, counts as run)."""
+    return [st for st in spec.settings_v2() if st[2] == k and not finished(runs_dir / label_v2(name, st))
+            and not (Path(out_dir) / f"{label_v2(name, st)}.json").is_file()]
+
+
+def jobs_v2(spec: CalibrationSpec, task: str, runs_dir: Path, data_root: Path, grouped: bool, out_dir: Path,
+            results_dir: Path) -> list:
+    """The grid's baseline runs not made yet (`to_run`): one `train` job each, or, `grouped`, one job per baseline and
     tokens factor training its learning rates and warmups as one stacked model (`calibrate TASK --train-group`)."""
     from repro.launch import Job
     out = []
     # tokens factor outermost: the cheap settings complete (both baselines) before the costly ones start
     for k in spec.tokens_factor:
         for name in spec.baselines:
-            todo = [st for st in spec.settings_v2() if st[2] == k and not finished(runs_dir / label_v2(name, st))]
+            todo = to_run(spec, name, k, runs_dir, out_dir)
             if grouped and len(todo) > 1:
                 base = f"{name.replace('/', '-')}-x{k}-group"
                 out.append(Job(base, [["calibrate", task, "--train-group", f"{name}:{k}", "--runs", str(runs_dir),
-                                       "--root", str(data_root)]], runs_dir / f"{base}.out",
+                                       "--root", str(data_root), "--results", str(results_dir)]],
+                               runs_dir / f"{base}.out",
                                runs_dir / label_v2(name, todo[0]), spec.max_updates))
                 continue
             out += [train_job(spec, name, st, runs_dir, data_root) for st in todo]
@@ -517,11 +530,12 @@ def train_job(spec: CalibrationSpec, name: str, setting: tuple, runs_dir: Path, 
     return Job(label_v2(name, setting), [args], run_dir / "train.out", run_dir, max_updates or spec.max_updates)
 
 
-def train_group_v2(spec: CalibrationSpec, name: str, k: int, runs_dir: Path, data_root: Path) -> None:
-    """One baseline's unfinished settings at tokens factor k, trained as one group (repro/train/group.py)."""
+def train_group_v2(spec: CalibrationSpec, name: str, k: int, runs_dir: Path, data_root: Path, out_dir: Path) -> None:
+    """One baseline's settings at tokens factor k not made yet (`to_run`), trained as one group
+    (repro/train/group.py)."""
     from repro.config import resolve
     from repro.train.loop import train_group
-    todo = [st for st in spec.settings_v2() if st[2] == k and not finished(runs_dir / label_v2(name, st))]
+    todo = to_run(spec, name, k, runs_dir, out_dir)
     if todo:
         train_group([resolve(recipe_path(spec, name), spec.scale, overrides_v2(spec, name, st)) for st in todo],
                     [runs_dir / label_v2(name, st) for st in todo], data_root, resume=True)

@@ -869,10 +869,10 @@ def calibrate_v2(task: str, jobs: int, threads: int | None, decide_only: bool, r
             name, _, k = train_group.rpartition(":")
             if name not in spec.baselines or not k.isdigit() or int(k) not in spec.tokens_factor:
                 raise ValueError(f"--train-group {train_group!r}: expected BASELINE:K of {spec.path}")
-            return calibration.train_group_v2(spec, name, int(k), runs, root)
+            return calibration.train_group_v2(spec, name, int(k), runs, root, out_dir)
         grouped = torch.cuda.is_available() if group is None else group
         while not decide_only:
-            todo = calibration.jobs_v2(spec, task, runs, root, grouped)
+            todo = calibration.jobs_v2(spec, task, runs, root, grouped, out_dir, results)
             decision = calibration.decide_v2(spec, out_dir, results) if not todo else None
             if decision is not None and decision.get("deep_needed"):
                 need = decision["deep_needed"]

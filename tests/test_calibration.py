@@ -330,7 +330,8 @@ def test_v2_runs_every_baseline_at_a_tokens_factor_before_the_next_factor(tmp_pa
     (tmp_path / calibration.label_v2(s.baselines[0], s.settings_v2()[0])).mkdir()
     (tmp_path / calibration.label_v2(s.baselines[0], s.settings_v2()[0]) / "status.json").write_text(
         '{"status": "completed"}')
-    names = [j.name for j in calibration.jobs_v2(s, "gigaword", tmp_path, tmp_path, grouped=False)]
+    names = [j.name for j in calibration.jobs_v2(s, "gigaword", tmp_path, tmp_path, False, tmp_path / "out",
+                                                 tmp_path)]
     factors = [2 if n.endswith("-x4") else 1 for n in names]
     assert len(names) == 15 and factors == sorted(factors)
     assert {n.split("-w")[0] for n in names[:7]} == {"gigaword-6L-6L-post_ln", "gigaword-6L-6L-pre_ln"}
@@ -353,3 +354,24 @@ def test_regime_table_counts_the_recorded_runs_and_says_what_the_decision_waits_
     assert f"| {len(records)} of 16 baseline runs; " in rows["gigaword"]
     o = resolve(REPO / "recipes/gigaword/6L-6L-post_ln.yaml", "mini").recipe.optim  # the recipes' regime, the cap
     assert f"| warmup {o.warmup_updates:,}, lr {o.lr:g}, {o.max_updates:,} updates | 12,000 |" in rows["gigaword"]
+
+
+def test_v2_a_setting_recorded_elsewhere_is_not_trained_again_nor_its_record_replaced(tmp_path):
+    """A record collected from another machine's run counts as run; a second run of the same setting (another
+    start) never replaces it."""
+    s = calibration.load_spec(REPO / "recipes/calibration/v2/gigaword.yaml")
+    name, st = s.baselines[1], s.settings_v2()[2]
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / f"{calibration.label_v2(name, st)}.json").write_text('{"started": "2026-11-29T10:00:00+00:00"}')
+    todo = calibration.to_run(s, name, st[2], tmp_path / "runs", out)
+    assert st not in todo and len(todo) == 3
+    jobs = calibration.jobs_v2(s, "gigaword", tmp_path / "runs", tmp_path, False, out, tmp_path)
+    assert calibration.label_v2(name, st) not in [j.name for j in jobs] and len(jobs) == 15
+    run = tmp_path / "runs" / calibration.label_v2(name, st)
+    run.mkdir(parents=True)
+    (run / "status.json").write_text(json.dumps({"status": "completed", "started": "2026-11-30T09:00:00+00:00",
+                                                 "recipe_hash": "0123456789ab", "step": 12000}))
+    with pytest.raises(RecordError, match="holds another run's record"):
+        calibration.collect_runs([(calibration.label_v2(name, st), {})], tmp_path / "runs", out)
+    assert json.loads((out / f"{calibration.label_v2(name, st)}.json").read_text())["started"].startswith("2026-11-29")
