@@ -892,16 +892,25 @@ def calibrate_v2(task: str, jobs: int, threads: int | None, decide_only: bool, r
     except (RecipeError, ValueError, OSError) as e:
         fail(str(e))
     from rich.table import Table
-    t = Table(title=f"Calibration v2 of the {spec.scale} regime for {task} ({calibration.RULES_V2})")
+    t = Table(title=f"Calibration v2 of the {spec.scale} regime for {task} ({calibration.RULES_V2})",
+              box=None, padding=(0, 1, 0, 0), header_style="bold underline")  # nine columns in 80 characters
     short = lambda name: name.rsplit("/", 1)[-1]  # the recipe without its task folder: narrower columns
-    for col in ("warmup", "lr", "tokens", "length", *map(short, spec.baselines), "regret", short(spec.deep_pre_ln),
-                "excluded"):
-        t.add_column(col, overflow="fold")
+    # numbers at their own width (the baselines by variant: both are the shallow depth), the text columns share
+    # what is left
+    widths = {"warmup": 6, "lr": 6, "tokens": 6, "length": 6, **{b.rsplit("-", 1)[-1]: 7 for b in spec.baselines},
+              "regret": 6}
+    for col, width in widths.items():
+        t.add_column(col, overflow="fold", width=width)
+    for col in (short(spec.deep_pre_ln), "excluded"):
+        t.add_column(col, overflow="fold", ratio=1)
     for r in decision["settings"]:
         best = [f"{r['best_valid_nll'][b]:.3f}" if b in r["best_valid_nll"] else "—" for b in spec.baselines]
         length = "—" if r["length"] is None else f"{r['length']}" + ("" if r["converged"] else " (cap)")
+        excluded = r["excluded"]
+        for name in (*spec.baselines, spec.deep_pre_ln):
+            excluded = excluded.replace(name, short(name))
         t.add_row(str(r["warmup_updates"]), f"{r['lr']:g}", f"x{r['tokens_factor']}", length, *best,
-                  "—" if r["regret"] is None else f"{r['regret']:.3f}", r["deep_pre_ln"], r["excluded"])
+                  "—" if r["regret"] is None else f"{r['regret']:.3f}", r["deep_pre_ln"], excluded)
     console.print(t)
     c = decision["choice"]
     if decision.get("incomplete"):
