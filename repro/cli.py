@@ -776,8 +776,8 @@ CALIBRATION_TASKS = ("mt", "gigaword", "wikitext103", "librispeech")
 
 
 @app.command()
-def calibrate(task: str = typer.Argument(..., help=f"One of: {', '.join(CALIBRATION_TASKS)} (spec: recipes/calibration/TASK.yaml)."),
-              jobs: int = typer.Option(6, "--jobs", help="Runs at once."),
+def calibrate(task: str = typer.Argument(..., help=f"One of: {', '.join(CALIBRATION_TASKS)} (spec: recipes/calibration/v2/TASK.yaml; v1's one folder up)."),
+              jobs: Optional[int] = typer.Option(None, "--jobs", help="Runs at once (default: one per core, each on one thread)."),
               threads: Optional[int] = typer.Option(None, "--threads", min=1, max=MAX_THREADS, help="CPU threads per run (default: cores / jobs)."),
               decide_only: bool = typer.Option(False, "--decide-only", help="Apply the rule to the committed records; run nothing."),
               train_grid: bool = typer.Option(False, "--train", help="Train the grid's runs even where committed records already decide."),
@@ -789,12 +789,13 @@ def calibrate(task: str = typer.Argument(..., help=f"One of: {', '.join(CALIBRAT
               train_group: Optional[str] = typer.Option(None, "--train-group", hidden=True, help="v2: train BASELINE:K's unfinished settings as one group (the grouped grid's jobs).")):
     """Choose a task's mini regime on the two baselines alone: run the spec's grid, record it, apply the rule.
 
-    Example: lnrepro calibrate mt --jobs 6
+    Example: lnrepro calibrate mt
     """
     from repro import calibration
     from repro.launch import default_threads, run_jobs
     if task not in CALIBRATION_TASKS:
         fail(f"calibrate {task!r}: unknown task (expected one of {', '.join(CALIBRATION_TASKS)})")
+    jobs = jobs if jobs is not None else os.cpu_count() or 1
     if jobs < 1:
         fail(f"--jobs {jobs}: expected at least 1")
     if rules not in ("v1", "v2"):
