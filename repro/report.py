@@ -41,10 +41,11 @@ def render_regime(results_dir: Path, scale: str = "mini") -> str:
     from repro import calibration
     from repro.config import resolve
     from repro.results import recipes_dir, where
-    lines = ["| task | regime its recipes train | v2 cap | v2 runs recorded, training time | v2 outcome |",
-             "|---|---|---|---|---|"]
+    lines = []
     for task in CALIBRATION_TASKS:
         spec = calibration.load_spec(recipes_dir() / "calibration" / "v2" / f"{task}.yaml")
+        if spec.scale != scale:  # calibrated at another scale: nothing to say at this one
+            continue
         o = resolve(calibration.recipe_path(spec, spec.baselines[0]), scale).recipe.optim
         factor = f", tokens x{o.gpus_per_update}" if o.gpus_per_update > 1 else ""
         now = f"warmup {o.warmup_updates:,}, lr {o.lr:g}{factor}, {o.max_updates:,} updates"
@@ -71,7 +72,10 @@ def render_regime(results_dir: Path, scale: str = "mini") -> str:
         else:
             outcome = "undecided until every baseline run is recorded"
         lines.append(f"| {task} | {now} | {spec.max_updates:,} | {runs} | {outcome} |")
-    return "\n".join(lines) + "\n"
+    if not lines:
+        return ""
+    return "\n".join(["| task | regime its recipes train | v2 cap | v2 runs recorded, training time | v2 outcome |",
+                      "|---|---|---|---|---|", *lines]) + "\n"
 
 
 def read_record(path: Path) -> dict:
@@ -90,6 +94,10 @@ def render_results_page(results_dir: Path, scale: str) -> str:
            "judged: [reduced-scale.md](reduced-scale.md).", "", "## Claims", "",
            render_claims(results_dir, scale, "markdown").strip(), "", render_changed(results_dir, scale).strip(), "",
            "## Tables", ""]
+    regime = render_regime(results_dir, scale).strip()
+    if regime:
+        out[-2:-2] = ["## Regime", "", "The regime each task's recipes train, and where calibration v2 stands "
+                      "([reduced-scale.md](reduced-scale.md) states its rule):", "", regime, ""]
     for number in sorted(SPECS):
         out += [render_table(number, scale, "markdown", results_dir).strip(), ""]
     out += [render_table(8, scale, "markdown", results_dir).strip(), "", "## Figures", ""]
@@ -98,10 +106,13 @@ def render_results_page(results_dir: Path, scale: str) -> str:
         if path.is_file():
             out += [f"{caption} (`{command.format(scale=scale)}`):", "", f"![{caption}]({_link(path, results_dir)})", ""]
     for task in CALIBRATION_TASKS:
-        curves = results_dir / scale / "calibration" / task / "curves.png"
-        if curves.is_file():
-            out += [f"Calibration of the {task} regime (`lnrepro calibrate --rules v1`):", "",
-                    f"![{task} calibration]({_link(curves, results_dir)})", ""]
+        for folder, command in ((f"v2/{task}", f"lnrepro calibrate {task}"),
+                                (task, f"lnrepro calibrate {task} --rules v1")):
+            curves = results_dir / scale / "calibration" / folder / "curves.png"
+            if curves.is_file():
+                out += [f"Calibration {'v2' if folder.startswith('v2') else 'v1'} of the {task} regime "
+                        f"(`{command} --decide-only`):", "",
+                        f"![{task} calibration]({_link(curves, results_dir)})", ""]
     out += ["## Runs", "",
             "Training is the training wall time, Evaluation the evaluation's (with its machine where that was "
             "another), Stretches the sessions the training took (a run resumed from its checkpoint; the record's "
