@@ -3,6 +3,7 @@
     python benchmarks/mini_step.py [--recipe recipes/6L-6L-post_ln.yaml] [--steps 30] [--threads 1] [--profile]
                                    [--plain] [--numerics]
     python benchmarks/mini_step.py --against OTHER_CHECKOUT [--configs 6L-6L-post_ln:1:20 ...] [--rounds 3]
+    python benchmarks/mini_step.py --layouts 1x2 2x1 [--recipe ...] [--steps 20] [--rounds 3]
 
 Builds the recipe at scale mini (d 128, FFN 512, 2,048 tokens per batch) on the prepared Multi30k corpus
 (`lnrepro prepare multi30k --source ../shared/data/multi30k`), runs the training step of repro/train/loop.py
@@ -16,6 +17,8 @@ on the same batch with dropout off, and prints the largest differences. --agains
 lnrepro (say, `git worktree add ../base main`) against this one: each RECIPE:THREADS:STEPS in its own process, the
 two checkouts interleaved, round after round; it prints the median step of each and writes every row with the
 processor's name, family and vector units (benchmarks/results/mini_step_cpu_VENDOR-FAMILY-MODEL.json by default).
+--layouts 1x2 2x1 times how a machine's cores are best divided among runs: JOBS steps at once, THREADS threads
+each, their tokens/s summed (benchmarks/results/job_layout_cpu_VENDOR-FAMILY-MODEL.json).
 """
 
 from __future__ import annotations
@@ -54,9 +57,13 @@ def main():
                                                      "60L-12L-post_ln:1:5", "60L-12L-post_ln:2:5"],
                     help="RECIPE:THREADS:STEPS, the recipe's name under recipes/")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--layouts", nargs="+", type=layout_arg, help="JOBSxTHREADS (say 1x2 2x1): that many steps side by side, "
+                                                  "each its own process, against the cores' total")
     args = ap.parse_args()
     if args.against:
         return against(args)
+    if args.layouts:
+        return layouts(args)
     torch.set_num_threads(args.threads)
     if args.numerics:
         return numerics(args)
@@ -137,6 +144,53 @@ def against(args):
     out = args.out or Path(f"benchmarks/results/mini_step_cpu_{cpu.get('vendor', 'cpu')}-{cpu.get('family', '')}-"
                            f"{cpu.get('model', '')}.json")
     write_json(out, {"machine": machine(), "date": time.strftime("%Y-%m-%d"), "rows": rows})
+
+
+def layout_arg(text: str) -> str:
+    jobs, _, threads = text.partition("x")
+    if not (jobs.isdigit() and threads.isdigit() and int(jobs) > 0 and int(threads) > 0):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected JOBSxTHREADS, say 2x1")
+    return text
+
+
+def layouts(args):
+    """The recipe's step in each JOBSxTHREADS layout: JOBS processes at once, THREADS threads each, layouts
+    interleaved round after round; the machine's target tokens/s is the sum over the processes at once."""
+    import os
+    import statistics
+    import subprocess
+    import sys
+    import tempfile
+    from common import processor
+    here = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=f"{here / 'benchmarks'}:{here}")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for rnd in range(1, args.rounds + 1):
+            for layout in args.layouts:
+                jobs, threads = map(int, layout.split("x"))
+                outs = [Path(tmp) / f"{layout}-{i}.json" for i in range(jobs)]
+                procs = [subprocess.Popen([sys.executable, str(here / "benchmarks/mini_step.py"), "--recipe",
+                                           args.recipe, "--threads", str(threads), "--steps", str(args.steps),
+                                           "--root", str(args.root.resolve()), "--out", str(out)],
+                                          cwd=here, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                          text=True) for out in outs]
+                for proc in procs:
+                    if proc.wait():
+                        sys.exit(f"{layout}: a step process failed:\n{proc.stderr.read()[-2000:]}")
+                rates = [json.loads(out.read_text())["target_tokens_per_s"] for out in outs]
+                rows.append({"round": rnd, "layout": layout, "jobs": jobs, "threads": threads,
+                             "per_process": rates, "target_tokens_per_s": sum(rates)})
+                print(f"round {rnd} {layout}: {sum(rates):,.0f} target tokens/s "
+                      f"({', '.join(f'{x:,.0f}' for x in rates)} a process)", flush=True)
+    for layout in args.layouts:
+        med = statistics.median(r["target_tokens_per_s"] for r in rows if r["layout"] == layout)
+        print(f"{args.recipe} {layout}: {med:,.0f} target tokens/s on the machine (median of {args.rounds} rounds)")
+    cpu = processor()
+    out = args.out or Path(f"benchmarks/results/job_layout_cpu_{cpu.get('vendor', 'cpu')}-{cpu.get('family', '')}-"
+                           f"{cpu.get('model', '')}.json")
+    write_json(out, {"machine": machine(), "date": time.strftime("%Y-%m-%d"), "recipe": args.recipe,
+                     "steps": args.steps, "rows": rows})
 
 
 def _commit(tree: Path) -> str:
