@@ -571,9 +571,9 @@ def recorded_v2(spec: CalibrationSpec, out_dir: Path) -> tuple[dict, dict]:
     return runs, deep
 
 
-def decision_v2(spec: CalibrationSpec, out_dir: Path, results_dir: Path) -> dict:
-    """choose_v2 on the collected records, writing nothing."""
-    runs, deep = recorded_v2(spec, out_dir)
+def decision_v2(spec: CalibrationSpec, out_dir: Path, results_dir: Path, recorded: tuple | None = None) -> dict:
+    """choose_v2 on the collected records (`recorded_v2`, read here unless given), writing nothing."""
+    runs, deep = recorded or recorded_v2(spec, out_dir)
     decision = choose_v2(spec, runs, unigram_nll_of(spec, results_dir), deep)
     decision.update({"task": spec.task, "scale": spec.scale, "spec": str(spec.path), "baselines": list(spec.baselines),
                      "deep_pre_ln": spec.deep_pre_ln})
@@ -583,8 +583,8 @@ def decision_v2(spec: CalibrationSpec, out_dir: Path, results_dir: Path) -> dict
 def decide_v2(spec: CalibrationSpec, out_dir: Path, results_dir: Path) -> dict:
     """choose_v2 on the collected records; a whole grid's decision is written to out_dir/choice.json (kept, with
     when and where it was first made, while the records give the same one) with the curves in curves.png."""
-    runs, deep = recorded_v2(spec, out_dir)
-    decision = decision_v2(spec, out_dir, results_dir)
+    runs, deep = recorded = recorded_v2(spec, out_dir)
+    decision = decision_v2(spec, out_dir, results_dir, recorded)
     if runs:  # the curves so far; nothing to draw before the first run
         plot_v2(spec, runs, deep, decision, out_dir / "curves.png", unigram_nll_of(spec, results_dir))
     if decision.get("incomplete"):

@@ -40,7 +40,7 @@ def render_regime(results_dir: Path, scale: str = "mini") -> str:
     informative, or what the decision waits for), from the v2 specs and the collected records."""
     from repro import calibration
     from repro.config import resolve
-    from repro.results import recipes_dir, where
+    from repro.results import read_json, recipes_dir, where
     lines = []
     for task in CALIBRATION_TASKS:
         spec = calibration.load_spec(recipes_dir() / "calibration" / "v2" / f"{task}.yaml")
@@ -50,7 +50,7 @@ def render_regime(results_dir: Path, scale: str = "mini") -> str:
         factor = f", tokens x{o.gpus_per_update}" if o.gpus_per_update > 1 else ""
         now = f"warmup {o.warmup_updates:,}, lr {o.lr:g}{factor}, {o.max_updates:,} updates"
         out_dir = Path(results_dir) / scale / "calibration" / "v2" / task
-        records = [read_record(p) for p in sorted(out_dir.glob("*.json")) if p.name != "choice.json"]
+        records = [read_json(p) for p in sorted(out_dir.glob("*.json")) if p.name != "choice.json"]
         baseline = sum(r.get("recipe_name") in spec.baselines for r in records)
         runs = f"{baseline} of {len(spec.settings_v2()) * len(spec.baselines)} baseline runs"
         if len(records) > baseline:
@@ -78,11 +78,6 @@ def render_regime(results_dir: Path, scale: str = "mini") -> str:
                       "|---|---|---|---|---|", *lines]) + "\n"
 
 
-def read_record(path: Path) -> dict:
-    import json
-    return json.loads(path.read_text(encoding="utf-8"))
-
-
 def render_results_page(results_dir: Path, scale: str) -> str:
     from repro.claims import render_changed, render_claims
     from repro.tables.render import render_table
@@ -92,12 +87,12 @@ def render_results_page(results_dir: Path, scale: str) -> str:
     out = [f"# Results at scale '{scale}'", "",
            f"Generated from `results/` by `lnrepro report --scale {scale}`; never edited by hand. How the runs are "
            "judged: [reduced-scale.md](reduced-scale.md).", "", "## Claims", "",
-           render_claims(results_dir, scale, "markdown").strip(), "", render_changed(results_dir, scale).strip(), "",
-           "## Tables", ""]
+           render_claims(results_dir, scale, "markdown").strip(), "", render_changed(results_dir, scale).strip(), ""]
     regime = render_regime(results_dir, scale).strip()
     if regime:
-        out[-2:-2] = ["## Regime", "", "The regime each task's recipes train, and where calibration v2 stands "
-                      "([reduced-scale.md](reduced-scale.md) states its rule):", "", regime, ""]
+        out += ["## Regime", "", "The regime each task's recipes train, and where calibration v2 stands "
+                "([reduced-scale.md](reduced-scale.md) states its rule):", "", regime, ""]
+    out += ["## Tables", ""]
     for number in sorted(SPECS):
         out += [render_table(number, scale, "markdown", results_dir).strip(), ""]
     out += [render_table(8, scale, "markdown", results_dir).strip(), "", "## Figures", ""]
