@@ -22,6 +22,8 @@ B2T and the other methods are never read. The records and curves are written und
 Version 2 (`choose_v2`, 2026-11-29; a spec with `rules: v2`) widens the grid to learning rate, warmup and tokens
 per update, gates on "learned" (judging rules v2) and on the task's deepest Pre-LN cell, chooses by minimax
 regret instead of the mean, and may find a task not informative at its scale. v1's choices stay as they were made.
+Its runs train to convergence or the cap: a setting's two baseline runs are stopped once the rule has settled the
+setting (`stop_settled`), since it reads nothing of them past the setting's length.
 """
 
 from __future__ import annotations
@@ -491,6 +493,50 @@ def finished(run_dir: Path) -> bool:
     return status.is_file() and json.loads(status.read_text()).get("status") in ("completed", "failed")
 
 
+def live_run(run_dir: Path) -> tuple[str, str, list[tuple[int, float]]] | None:
+    """A run as far as it has trained, as the rules read it: (status, reason, validation curve); None before its
+    first validation. A line its trainer is still writing is skipped."""
+    status = read_json(run_dir / "status.json") if (run_dir / "status.json").is_file() else {}
+    curve = []
+    for line in (run_dir / "log.jsonl").read_text(encoding="utf-8").splitlines() \
+            if (run_dir / "log.jsonl").is_file() else []:
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if "valid_nll" in row and math.isfinite(row["valid_nll"]):
+            curve.append((row["step"], row["valid_nll"]))
+    return (status.get("status", "running"), status.get("reason", ""), curve) if curve or status else None
+
+
+def stop_settled(spec: CalibrationSpec, runs_dir: Path, out_dir: Path) -> list[str]:
+    """Ask the baseline runs still training whose setting the rule has settled to stop (loop.request_stop); returns
+    their labels.
+
+    A setting is settled once its length L is known: both baselines' curves have converged at a validation point
+    (`setting_length`), and choose_v2 reads nothing of them past L. It is settled as well when a baseline failed:
+    the setting is then out whatever its partner does. A run trains on to the cap only while neither has
+    happened, so the grid costs what its settings need and no more."""
+    from repro.train.loop import STOP_FILE, request_stop
+    asked = []
+    for st in spec.settings_v2():
+        got = {b: recorded_run(out_dir, label_v2(b, st)) or live_run(runs_dir / label_v2(b, st))
+               for b in spec.baselines}
+        failed = [b for b, g in got.items() if g and g[0] == "failed"]
+        length = None if failed or not all(got.values()) else setting_length([g[2] for g in got.values()], st[0],
+                                                                             spec)
+        if not failed and length is None:
+            continue
+        reason = (f"calibration v2: {failed[0]} failed, so this setting is out" if failed else
+                  f"calibration v2: both baselines converged at update {length}, this setting's length")
+        for b in spec.baselines:
+            run_dir = runs_dir / label_v2(b, st)
+            if got[b] and got[b][0] == "running" and not (run_dir / STOP_FILE).is_file():
+                request_stop(run_dir, reason)
+                asked.append(label_v2(b, st))
+    return asked
+
+
 def to_run(spec: CalibrationSpec, name: str, k: int, runs_dir: Path, out_dir: Path) -> list[tuple[int, float, int]]:
     """Baseline `name`'s settings at tokens factor k with neither a finished run in runs_dir nor a collected record
     in out_dir (a record made elsewhere, on another machine or from another checkout, counts as run)."""
@@ -506,9 +552,14 @@ def jobs_v2(spec: CalibrationSpec, task: str, runs_dir: Path, data_root: Path, g
     out = []
     # tokens factor outermost: the cheap settings complete (both baselines) before the costly ones start
     for k in spec.tokens_factor:
+        if not grouped:  # a setting's two baselines side by side: each stops once the pair settles the setting
+            todo = {name: to_run(spec, name, k, runs_dir, out_dir) for name in spec.baselines}
+            out += [train_job(spec, name, st, runs_dir, data_root) for st in spec.settings_v2() if st[2] == k
+                    for name in spec.baselines if st in todo[name]]
+            continue
         for name in spec.baselines:
             todo = to_run(spec, name, k, runs_dir, out_dir)
-            if grouped and len(todo) > 1:
+            if len(todo) > 1:
                 base = f"{name.replace('/', '-')}-x{k}-group"
                 out.append(Job(base, [["calibrate", task, "--train-group", f"{name}:{k}", "--runs", str(runs_dir),
                                        "--root", str(data_root), "--results", str(results_dir)]],

@@ -865,6 +865,11 @@ def calibrate_v2(task: str, jobs: int, threads: int | None, decide_only: bool, r
         fail(str(e))
     out_dir = results / spec.scale / "calibration" / "v2" / task
     collect = lambda *_: calibration.collect_runs(calibration.entries_v2(spec), runs, out_dir)
+
+    def stop_settled() -> None:
+        for name in calibration.stop_settled(spec, runs, out_dir):
+            console.print(f"asked {name} to stop at its next validation: its setting is settled", markup=False,
+                          highlight=False)
     try:
         if train_group is not None:
             name, _, k = train_group.rpartition(":")
@@ -883,7 +888,8 @@ def calibrate_v2(task: str, jobs: int, threads: int | None, decide_only: bool, r
                 break
             console.print(f"{len(todo)} calibration job(s) to run ({'grouped' if grouped else 'one run each'}): "
                           + ", ".join(j.name for j in todo), markup=False, highlight=False, soft_wrap=True)
-            done = run_jobs(todo, jobs, threads or default_threads(jobs, len(todo)), on_finish=collect)
+            done = run_jobs(todo, jobs, threads or default_threads(jobs, len(todo)), on_finish=collect,
+                            on_tick=stop_settled)
             collect()
             bad = [j.name for j in done if j.state != "done"]
             if bad:

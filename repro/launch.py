@@ -134,11 +134,12 @@ def _on_stop_signals(handler) -> dict:
 
 
 def run_jobs(jobs: list[Job], parallel: int, threads: int, poll_s: float = 2.0,
-             on_finish: Callable[[Job], None] | None = None) -> list[Job]:
+             on_finish: Callable[[Job], None] | None = None, on_tick: Callable[[], None] | None = None,
+             tick_s: float = 60.0) -> list[Job]:
     """Run the jobs, at most `parallel` at once; returns them with state done/failed and their return codes.
 
     `on_finish` is called with each job as it ends (done or failed), so that what it made can be kept at once
-    rather than only after the last job.
+    rather than only after the last job; `on_tick` every `tick_s` seconds while jobs run, to watch them.
     """
     from rich.live import Live
 
@@ -149,6 +150,7 @@ def run_jobs(jobs: list[Job], parallel: int, threads: int, poll_s: float = 2.0,
     # Each job runs in a session of its own, so a signal to this process alone would leave it training, orphaned
     # and holding its run directory's lock: SIGTERM and SIGHUP stop the jobs as Ctrl-C does.
     restore = _on_stop_signals(_interrupt)
+    ticked = time.time()
     try:
         if live:
             live.start()
@@ -161,6 +163,9 @@ def run_jobs(jobs: list[Job], parallel: int, threads: int, poll_s: float = 2.0,
                 if quiet:
                     console.print(f"started {job.name} (log {job.log})")
             time.sleep(poll_s)
+            if on_tick and time.time() - ticked >= tick_s:
+                on_tick()
+                ticked = time.time()
             for job in list(running):
                 code = job._proc.poll()
                 if code is None:

@@ -375,3 +375,54 @@ def test_v2_a_setting_recorded_elsewhere_is_not_trained_again_nor_its_record_rep
     with pytest.raises(RecordError, match="holds another run's record"):
         calibration.collect_runs([(calibration.label_v2(name, st), {})], tmp_path / "runs", out)
     assert json.loads((out / f"{calibration.label_v2(name, st)}.json").read_text())["started"].startswith("2026-11-29")
+
+
+def test_v2_a_settings_runs_stop_once_the_rule_has_settled_it(tmp_path):
+    """Both baselines converged at a validation point (the setting's length L, read from a collected record and a
+    run still training alike), or one of them failed: the runs still training there are asked to stop, once; a
+    setting not settled trains on, and a finished run is left alone."""
+    from repro.train.loop import STOP_FILE
+    s = calibration.load_spec(REPO / "recipes/calibration/v2/gigaword.yaml")
+    post, pre = s.baselines
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    out.mkdir()
+
+    def live(name, st, curve, status=None, cut=False):
+        d = runs / calibration.label_v2(name, st)
+        d.mkdir(parents=True)
+        text = "".join(json.dumps({"step": u, "loss": 9.0}) + "\n" + json.dumps({"step": u, "valid_nll": v}) + "\n"
+                       for u, v in curve)
+        (d / "log.jsonl").write_text(text + ('{"step": 99' if cut else ""))  # a line still being written
+        if status:
+            (d / "status.json").write_text(json.dumps({"status": status, "reason": "loss became nan"}))
+
+    a, b, c = s.settings_v2()[:3]
+    settled, slow = plateau(7, 5.0, 3000, cap=6000, every=250), plateau(7, 5.2, 5000, cap=4000, every=250)
+    (out / f"{calibration.label_v2(post, a)}.json").write_text(json.dumps({"status": "completed"}))
+    (out / f"{calibration.label_v2(post, a)}.log.jsonl").write_text(
+        "".join(json.dumps({"step": u, "valid_nll": v}) + "\n" for u, v in plateau(7, 5.1, 2500, 12000, 250)))
+    live(pre, a, settled, cut=True)
+    live(post, b, settled)
+    live(pre, b, slow)
+    live(post, c, settled[:4], status="failed")
+    live(pre, c, settled[:4])
+    L = setting_length([plateau(7, 5.1, 2500, 12000, 250), settled], a[0], s)
+    assert L is not None and L <= 6000
+    assert calibration.stop_settled(s, runs, out) == [calibration.label_v2(pre, a), calibration.label_v2(pre, c)]
+    why = lambda name, st: json.loads((runs / calibration.label_v2(name, st) / STOP_FILE).read_text())["reason"]
+    assert why(pre, a) == f"calibration v2: both baselines converged at update {L}, this setting's length"
+    assert why(pre, c) == f"calibration v2: {post} failed, so this setting is out"
+    assert not any((runs / calibration.label_v2(n, b) / STOP_FILE).exists() for n in s.baselines)
+    assert not (runs / calibration.label_v2(post, c) / STOP_FILE).exists()
+    assert calibration.stop_settled(s, runs, out) == []  # asked once
+    # the rule reads nothing past L: the decision from the curves cut at the stop is the full curves' one
+    full = [plateau(7, 5.1, 2500, 12000, 250), plateau(7, 5.0, 3000, 12000, 250)]
+    cut = [[(u, v) for u, v in curve if u <= L + 250] for curve in full]
+    assert setting_length(cut, a[0], s) == setting_length(full, a[0], s) == L
+
+
+def test_v2_a_settings_two_baselines_run_side_by_side(tmp_path):
+    s = calibration.load_spec(REPO / "recipes/calibration/v2/gigaword.yaml")
+    names = [j.name for j in calibration.jobs_v2(s, "gigaword", tmp_path, tmp_path, False, tmp_path / "out",
+                                                 tmp_path)]
+    assert names == [calibration.label_v2(b, st) for st in s.settings_v2() for b in s.baselines]

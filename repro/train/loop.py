@@ -1,7 +1,8 @@
 """The training run: setup, train, cleanup (DESIGN section 5).
 
 A run directory holds recipe.yaml (resolved), log.jsonl, checkpoint_<update>.pt (last N), status.json and, for
-Admin, admin_profile.json. Under `torchrun` every rank runs this; rank 0 writes files. Gradients are accumulated
+Admin, admin_profile.json. A stop.json put there from outside (`request_stop`) ends the run at its next validation,
+completed, with the reason it gives. Under `torchrun` every rank runs this; rank 0 writes files. Gradients are accumulated
 over update_freq = gpus_per_update / world_size batches, so tokens per update match the paper's GPU count.
 """
 
@@ -92,6 +93,26 @@ class StopRequest:
             dist.all_reduce(t)
             flag = bool(t.item())
         return flag
+
+
+STOP_FILE = "stop.json"
+
+
+def request_stop(run_dir: Path, reason: str) -> None:
+    """Ask the run training in run_dir to end at its next validation, as completed with `reason`: what a run is for
+    may be settled before its max_updates (a calibration setting's length; repro/calibration.py)."""
+    atomic_write_text(Path(run_dir) / STOP_FILE, json.dumps({"reason": reason}) + "\n")
+
+
+def stop_reason(run_dir: Path, d: Dist, device) -> str | None:
+    """The reason of a stop request in run_dir (`request_stop`), decided on every process at once."""
+    path = Path(run_dir) / STOP_FILE
+    reason = json.loads(path.read_text())["reason"] if d.main and path.is_file() else None
+    if d.world > 1:
+        t = torch.tensor([float(reason is not None)], device=device)
+        dist.all_reduce(t)
+        reason = reason or ("stop requested" if t.item() else None)
+    return reason
 
 
 def validated_in_log(path: Path, step: int) -> bool:
@@ -337,6 +358,7 @@ class Member:
     window: dict | None = None
     last_valid: float | None = None
     failed: str | None = None
+    stopped: str | None = None  # why a stop request ended it (`request_stop`)
     status: dict | None = None
     earlier: list | None = None  # the stretches before this one
     stretch_started: str = ""
@@ -551,7 +573,8 @@ def _train(recipes: list[ResolvedRecipe], run_dirs: list[Path], data_root: Path,
 
     def finish(m: Member) -> None:
         """Write the member's status.json: the run has ended (completed, or failed)."""
-        m.status.update({"status": "failed" if m.failed else "completed", "reason": m.failed or "", "step": step,
+        m.status.update({"status": "failed" if m.failed else "completed", "reason": m.failed or m.stopped or "",
+                         "step": step,
                          "finished": now(), "duration_s": round(m.elapsed_before + time.time() - t0, 1),
                          "recipe": str(m.resolved.path), "recipe_hash": m.resolved.hash(),
                          "scale": m.resolved.scale, "overrides": m.resolved.overrides, "seed": m.r.train.seed,
@@ -571,16 +594,20 @@ def _train(recipes: list[ResolvedRecipe], run_dirs: list[Path], data_root: Path,
 
     active = list(live)
 
-    def drop_failed() -> None:
+    def drop_ended() -> None:
+        """Members that failed, or were asked to stop, end here; the others train on."""
         nonlocal active
-        keep = [m.failed is None for m in active]
+        keep = [m.failed is None and m.stopped is None for m in active]
         if all(keep):
             return
-        for m in active:
-            if m.failed:
-                finish(m)
+        ended = [m for m, k in zip(active, keep) if not k]
+        stopped = [m for m in ended if m.failed is None]
+        if stopped and step % r.train.save_interval:  # its last update's weights, as a run at its end keeps them
+            save_checkpoints(stopped)
+        for m in ended:
+            finish(m)
         engine.drop(keep)
-        active = [m for m in active if m.failed is None]
+        active = [m for m, k in zip(active, keep) if k]
 
     # -- the loop: one update of every member, then its logging, validation and checkpoint ------------------
     interrupted = None
@@ -601,13 +628,14 @@ def _train(recipes: list[ResolvedRecipe], run_dirs: list[Path], data_root: Path,
             if d.main and step % r.train.log_interval == 0:
                 bar.update(status=bar_status(active[0].window["last"], active[0].last_valid) +
                            (f" ({len(active)} of {len(members)} training)" if group else ""))
-            drop_failed()
+            drop_ended()
             if active and step % r.train.validate_interval == 0:
                 for m, v in zip(active, engine.validate(valid_data, batch_tokens(r))):
                     m.last_valid = v
                     log(m, {"step": step, "valid_nll": v})
                     m.failed = m.health.check_valid(step, v)
-                drop_failed()
+                    m.stopped = None if m.failed else stop_reason(m.run_dir, d, device)
+                drop_ended()
             if active and step % r.train.save_interval == 0:
                 save_checkpoints(active)
             if active and stop.requested(d.world, device):
@@ -687,7 +715,7 @@ def prepare_member(m: Member, d: Dist, meta: dict, update_freq: int, merge: int,
         m.run_dir.mkdir(parents=True, exist_ok=True)
         if m.existing and m.state is None:  # --overwrite, or a start that never checkpointed: cleared only now
             # that data and model are ready
-            for stale in [m.log_path, m.status_path, m.run_dir / "admin_profile.json",
+            for stale in [m.log_path, m.status_path, m.run_dir / "admin_profile.json", m.run_dir / STOP_FILE,
                           *checkpoint.list_checkpoints(m.run_dir)]:
                 stale.unlink(missing_ok=True)
                 Path(f"{stale}.sha256").unlink(missing_ok=True)
