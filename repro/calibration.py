@@ -290,6 +290,20 @@ def choose_v2(spec: CalibrationSpec, runs: dict, unigram_nll: float, deep: dict)
     return decision
 
 
+def outcome_v2(spec: CalibrationSpec, decision: dict) -> str:
+    """A v2 decision in one line: the choice, "not informative" and why, the deepest Pre-LN run it waits for, or
+    undecided (a baseline run not recorded yet)."""
+    at = lambda s: f"warmup {s['warmup_updates']:,}, lr {s['lr']:g}, tokens x{s['tokens_factor']}, " \
+                   f"{s['max_updates']:,} updates"
+    if decision.get("choice"):
+        return f"choice: {at(decision['choice'])}"
+    if decision.get("not_informative"):
+        return f"not informative at {spec.scale}: {decision['not_informative']}"
+    if decision.get("deep_needed"):
+        return f"waits for {spec.deep_pre_ln} at {at(decision['deep_needed'])}"
+    return "undecided until every baseline run is recorded"
+
+
 def regime(decision: dict) -> dict | None:
     """The regime the mini recipes use: the rule's choice, else the provisional one at the cap."""
     c = decision.get("choice") or decision.get("provisional")

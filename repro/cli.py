@@ -919,21 +919,10 @@ def calibrate_v2(task: str, jobs: int, threads: int | None, decide_only: bool, r
         t.add_row(str(r["warmup_updates"]), f"{r['lr']:g}", f"x{r['tokens_factor']}", length, *best,
                   "—" if r["regret"] is None else f"{r['regret']:.3f}", r["deep_pre_ln"], excluded)
     console.print(t)
-    c = decision["choice"]
-    if decision.get("incomplete"):
-        console.print(f"grid incomplete ({len(decision['incomplete'])} settings not run): no choice yet; "
-                      f"`lnrepro calibrate {task}` trains the rest", markup=False, highlight=False)
-    elif c:
-        console.print(f"choice: warmup {c['warmup_updates']}, lr {c['lr']:g}, tokens x{c['tokens_factor']}, "
-                      f"max_updates {c['max_updates']} ({out_dir / 'choice.json'})", markup=False, highlight=False)
-    elif decision.get("not_informative"):
-        console.print(f"not informative at {spec.scale}: {decision['not_informative']}", markup=False,
-                      highlight=False)
-    else:
-        need = decision["deep_needed"]
-        console.print(f"needed next: {spec.deep_pre_ln} at warmup {need['warmup_updates']}, lr {need['lr']:g}, "
-                      f"tokens x{need['tokens_factor']}, {need['max_updates']} updates (`lnrepro calibrate {task}` "
-                      f"runs it)", markup=False, highlight=False)
+    where = (f" ({out_dir / 'choice.json'})" if decision["choice"] or decision["not_informative"] else
+             f" ({len(decision['incomplete'])} settings lack a run; `lnrepro calibrate {task}` trains them)"
+             if decision.get("incomplete") else f" (`lnrepro calibrate {task}` runs it)")
+    console.print(calibration.outcome_v2(spec, decision) + where, markup=False, highlight=False)
 
 
 def entry():

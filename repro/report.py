@@ -58,19 +58,7 @@ def render_regime(results_dir: Path, scale: str = "mini") -> str:
         if records:
             hours = sum(r.get("duration_s", 0) for r in records) / 3600
             runs += f"; {hours:.1f} h on {', '.join(sorted({where(r.get('hardware') or {}) for r in records}))}"
-        d = calibration.decision_v2(spec, out_dir, results_dir) if records else {}
-        if d.get("choice"):
-            c = d["choice"]
-            outcome = (f"choice: warmup {c['warmup_updates']:,}, lr {c['lr']:g}, tokens x{c['tokens_factor']}, "
-                       f"{c['max_updates']:,} updates")
-        elif d.get("not_informative"):
-            outcome = f"not informative at {scale}: {d['not_informative']}"
-        elif d.get("deep_needed"):
-            n = d["deep_needed"]
-            outcome = (f"waits for {spec.deep_pre_ln} at warmup {n['warmup_updates']:,}, lr {n['lr']:g}, "
-                       f"tokens x{n['tokens_factor']}")
-        else:
-            outcome = "undecided until every baseline run is recorded"
+        outcome = calibration.outcome_v2(spec, calibration.decision_v2(spec, out_dir, results_dir) if records else {})
         lines.append(f"| {task} | {now} | {spec.max_updates:,} | {runs} | {outcome} |")
     if not lines:
         return ""
