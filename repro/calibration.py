@@ -663,7 +663,8 @@ def decide_v2(spec: CalibrationSpec, out_dir: Path, results_dir: Path) -> dict:
 
 def plot_v2(spec: CalibrationSpec, runs: dict, deep: dict, decision: dict, png: Path, unigram_nll: float) -> None:
     """Validation NLL of each baseline (and of the deepest Pre-LN where run) at every setting: one panel each, with
-    the "learned" gate (NLL_MARGIN under the unigram model) dotted."""
+    the "learned" gate (NLL_MARGIN under the unigram model) dotted and, where a setting's length is known, the best
+    NLL up to it (what the rule reads) as a dot."""
     from repro.judging import NLL_MARGIN
     import matplotlib
     matplotlib.use("Agg")
@@ -671,29 +672,31 @@ def plot_v2(spec: CalibrationSpec, runs: dict, deep: dict, decision: dict, png: 
 
     from repro.figures.output import save_figure
     names = [*spec.baselines, spec.deep_pre_ln]
+    lengths = {(r["warmup_updates"], r["lr"], r["tokens_factor"]): r["length"] for r in decision["settings"]}
     fig, axes = plt.subplots(1, 3, figsize=(17, 4.6), sharex=True, sharey=True)
     for ax, name in zip(axes, names):
+        dotted = False
         for st in spec.settings_v2():
             got = deep.get(st) if name == spec.deep_pre_ln else runs.get(st, {}).get(name)
             if got and got[2]:
                 xs, ys = zip(*got[2])
-                ax.plot(xs, ys, label=f"warmup {st[0]}, lr {st[1]:g}, tokens x{st[2]}",
-                        linestyle="-" if st[2] == 1 else "--")
+                line, = ax.plot(xs, ys, label=f"warmup {st[0]}, lr {st[1]:g}, tokens x{st[2]}",
+                                linestyle="-" if st[2] == 1 else "--")
+                read = [(s, v) for s, v in got[2] if s <= (lengths.get(st) or 0)]
+                if read:
+                    ax.plot(*min(read, key=lambda p: p[1]), "o", color=line.get_color(), markersize=5)
+                    dotted = True
         ax.axhline(unigram_nll - NLL_MARGIN, color="grey", linestyle=":", linewidth=1,
                    label=f"learned below this: unigram {unigram_nll:.2f} - {NLL_MARGIN:g}")
         ax.set_title(name)
         ax.set_xlabel("updates")
         if len(ax.lines) == 1:
             ax.text(0.5, 0.5, "no run yet", transform=ax.transAxes, ha="center", va="center", color="grey")
+        if dotted:
+            ax.plot([], [], "o", color="black", markersize=5, label="best up to its setting's length")
         ax.legend(fontsize=7)
     axes[0].set_ylabel("validation NLL (nats, shared axis)")
-    c = decision.get("choice")
-    said = (f"chosen: warmup {c['warmup_updates']}, lr {c['lr']:g}, tokens x{c['tokens_factor']}, "
-            f"{c['max_updates']} updates" if c else
-            f"not informative at {spec.scale}: {decision['not_informative']}" if decision.get("not_informative") else
-            "grid incomplete: no choice yet" if decision.get("incomplete") else
-            "the deepest Pre-LN run is needed next at the best candidate")
-    fig.suptitle(f"Calibration v2 of the {spec.scale} regime, {spec.task} (minimax regret; {RULES_V2})\n{said}",
-                 fontsize=9)
+    fig.suptitle(f"Calibration v2 of the {spec.scale} regime, {spec.task} (minimax regret; {RULES_V2})\n"
+                 f"{outcome_v2(spec, decision)}", fontsize=9)
     fig.tight_layout()
     save_figure(fig, png, None, {})

@@ -902,9 +902,9 @@ def calibrate_v2(task: str, jobs: int, threads: int | None, decide_only: bool, r
     t = Table(title=f"Calibration v2 of the {spec.scale} regime for {task} ({calibration.RULES_V2})",
               box=None, padding=(0, 1, 0, 0), header_style="bold underline")  # nine columns in 80 characters
     short = lambda name: name.rsplit("/", 1)[-1]  # the recipe without its task folder: narrower columns
-    # numbers at their own width (the baselines by variant: both are the shallow depth), the text columns share
-    # what is left
-    widths = {"warmup": 6, "lr": 6, "tokens": 6, "length": 6, **{b.rsplit("-", 1)[-1]: 7 for b in spec.baselines},
+    variant = lambda name: name.rsplit("-", 1)[-1]  # a baseline by its variant: both are the shallow depth
+    # numbers at their own width, the text columns share what is left
+    widths = {"warmup": 6, "lr": 6, "tokens": 6, "length": 6, **{variant(b): 7 for b in spec.baselines},
               "regret": 6}
     for col, width in widths.items():
         t.add_column(col, overflow="fold", width=width)
@@ -914,8 +914,9 @@ def calibrate_v2(task: str, jobs: int, threads: int | None, decide_only: bool, r
         best = [f"{r['best_valid_nll'][b]:.3f}" if b in r["best_valid_nll"] else "—" for b in spec.baselines]
         length = "—" if r["length"] is None else f"{r['length']}" + ("" if r["converged"] else " (cap)")
         excluded = r["excluded"]
-        for name in (*spec.baselines, spec.deep_pre_ln):
-            excluded = excluded.replace(name, short(name))
+        excluded = excluded.replace(spec.deep_pre_ln, short(spec.deep_pre_ln))
+        for name in spec.baselines:
+            excluded = excluded.replace(name, variant(name))
         t.add_row(str(r["warmup_updates"]), f"{r['lr']:g}", f"x{r['tokens_factor']}", length, *best,
                   "—" if r["regret"] is None else f"{r['regret']:.3f}", r["deep_pre_ln"], excluded)
     console.print(t)
