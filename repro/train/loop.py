@@ -2,8 +2,8 @@
 
 A run directory holds recipe.yaml (resolved), log.jsonl, checkpoint_<update>.pt (last N), status.json and, for
 Admin, admin_profile.json. A stop.json put there from outside (`request_stop`) ends the run at its next validation,
-completed, with the reason it gives. Under `torchrun` every rank runs this; rank 0 writes files. Gradients are accumulated
-over update_freq = gpus_per_update / world_size batches, so tokens per update match the paper's GPU count.
+completed, with the reason it gives. Under `torchrun` every rank runs this; rank 0 writes files. Gradients are
+accumulated over update_freq = gpus_per_update / world_size batches, so tokens per update match the paper's GPU count.
 """
 
 from __future__ import annotations
@@ -574,8 +574,7 @@ def _train(recipes: list[ResolvedRecipe], run_dirs: list[Path], data_root: Path,
     def finish(m: Member) -> None:
         """Write the member's status.json: the run has ended (completed, or failed)."""
         m.status.update({"status": "failed" if m.failed else "completed", "reason": m.failed or m.stopped or "",
-                         "step": step,
-                         "finished": now(), "duration_s": round(m.elapsed_before + time.time() - t0, 1),
+                         "step": step, "finished": now(), "duration_s": round(m.elapsed_before + time.time() - t0, 1),
                          "recipe": str(m.resolved.path), "recipe_hash": m.resolved.hash(),
                          "scale": m.resolved.scale, "overrides": m.resolved.overrides, "seed": m.r.train.seed,
                          "segments": segments(m)})
@@ -634,7 +633,8 @@ def _train(recipes: list[ResolvedRecipe], run_dirs: list[Path], data_root: Path,
                     m.last_valid = v
                     log(m, {"step": step, "valid_nll": v})
                     m.failed = m.health.check_valid(step, v)
-                    m.stopped = None if m.failed else stop_reason(m.run_dir, d, device)
+                    asked = stop_reason(m.run_dir, d, device)  # on every process: it may all-reduce
+                    m.stopped = None if m.failed else asked
                 drop_ended()
             if active and step % r.train.save_interval == 0:
                 save_checkpoints(active)
