@@ -676,15 +676,17 @@ def plot_v2(spec: CalibrationSpec, runs: dict, deep: dict, decision: dict, png: 
     fig, axes = plt.subplots(1, 3, figsize=(17, 4.6), sharex=True, sharey=True)
     for ax, name in zip(axes, names):
         dotted = False
-        for st in spec.settings_v2():
+        for i, st in enumerate(spec.settings_v2()):
             got = deep.get(st) if name == spec.deep_pre_ln else runs.get(st, {}).get(name)
             if got and got[2]:
                 xs, ys = zip(*got[2])
-                line, = ax.plot(xs, ys, label=f"warmup {st[0]}, lr {st[1]:g}, tokens x{st[2]}",
-                                linestyle="-" if st[2] == 1 else "--")
+                # a learning rate and warmup has one colour in every panel; the tokens factor its line style
+                colour = f"C{i % (len(spec.lr) * len(spec.warmup_updates))}"
+                ax.plot(xs, ys, label=f"warmup {st[0]}, lr {st[1]:g}, tokens x{st[2]}", color=colour,
+                        linestyle="-" if st[2] == 1 else "--")
                 read = [(s, v) for s, v in got[2] if s <= (lengths.get(st) or 0)]
                 if read:
-                    ax.plot(*min(read, key=lambda p: p[1]), "o", color=line.get_color(), markersize=5)
+                    ax.plot(*min(read, key=lambda p: p[1]), "o", color=colour, markersize=5)
                     dotted = True
         ax.axhline(unigram_nll - NLL_MARGIN, color="grey", linestyle=":", linewidth=1,
                    label=f"learned below this: unigram {unigram_nll:.2f} - {NLL_MARGIN:g}")
