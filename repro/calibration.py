@@ -507,6 +507,13 @@ def finished(run_dir: Path) -> bool:
     return status.is_file() and json.loads(status.read_text()).get("status") in ("completed", "failed")
 
 
+def checkpointed(run_dir: Path) -> int:
+    """The update of a run's newest checkpoint (0: none)."""
+    from repro.train.checkpoint import list_checkpoints
+    newest = list_checkpoints(run_dir)[-1:]
+    return int(newest[0].stem.split("_")[1]) if newest else 0
+
+
 def live_run(run_dir: Path) -> tuple[str, str, list[tuple[int, float]]] | None:
     """A run as far as it has trained, as the rules read it: (status, reason, validation curve); None before its
     first validation. A line its trainer is still writing is skipped."""
@@ -566,10 +573,13 @@ def jobs_v2(spec: CalibrationSpec, task: str, runs_dir: Path, data_root: Path, g
     out = []
     # tokens factor outermost: the cheap settings complete (both baselines) before the costly ones start
     for k in spec.tokens_factor:
-        if not grouped:  # a setting's two baselines side by side: each stops once the pair settles the setting
+        if not grouped:  # a setting's two baselines side by side: each stops once the pair settles the setting,
+            # the one further behind (fewer updates checkpointed) first, so that the other does not train on alone
             todo = {name: to_run(spec, name, k, runs_dir, out_dir) for name in spec.baselines}
-            out += [train_job(spec, name, st, runs_dir, data_root) for st in spec.settings_v2() if st[2] == k
-                    for name in spec.baselines if st in todo[name]]
+            for st in (st for st in spec.settings_v2() if st[2] == k):
+                names = sorted((n for n in spec.baselines if st in todo[n]),
+                               key=lambda n: checkpointed(runs_dir / label_v2(n, st)))
+                out += [train_job(spec, name, st, runs_dir, data_root) for name in names]
             continue
         for name in spec.baselines:
             todo = to_run(spec, name, k, runs_dir, out_dir)

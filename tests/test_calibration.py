@@ -426,3 +426,16 @@ def test_v2_a_settings_two_baselines_run_side_by_side(tmp_path):
     names = [j.name for j in calibration.jobs_v2(s, "gigaword", tmp_path, tmp_path, False, tmp_path / "out",
                                                  tmp_path)]
     assert names == [calibration.label_v2(b, st) for st in s.settings_v2() for b in s.baselines]
+
+
+def test_v2_the_baseline_further_behind_starts_first(tmp_path):
+    """Where one baseline of a setting has trained part-way, its partner starts before it, so the pair meets."""
+    s = calibration.load_spec(REPO / "recipes/calibration/v2/gigaword.yaml")
+    post, pre = s.baselines
+    ahead = tmp_path / calibration.label_v2(post, s.settings_v2()[1])
+    ahead.mkdir()
+    (ahead / "checkpoint_5000.pt").write_bytes(b"")
+    names = [j.name for j in calibration.jobs_v2(s, "gigaword", tmp_path, tmp_path, False, tmp_path / "out",
+                                                 tmp_path)]
+    assert names[:4] == [calibration.label_v2(post, s.settings_v2()[0]), calibration.label_v2(pre, s.settings_v2()[0]),
+                         calibration.label_v2(pre, s.settings_v2()[1]), calibration.label_v2(post, s.settings_v2()[1])]
