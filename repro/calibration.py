@@ -393,9 +393,12 @@ def recorded_run(out_dir: Path, base: str) -> tuple[str, str, list[tuple[int, fl
     if not (out_dir / f"{base}.json").is_file():
         return None
     record = read_json(out_dir / f"{base}.json")
-    rows = read_jsonl(out_dir / f"{base}.log.jsonl")
-    curve = [(r["step"], r["valid_nll"]) for r in rows if "valid_nll" in r and math.isfinite(r["valid_nll"])]
-    return record["status"], record.get("reason", ""), curve
+    return record["status"], record.get("reason", ""), valid_curve(read_jsonl(out_dir / f"{base}.log.jsonl"))
+
+
+def valid_curve(rows: list[dict]) -> list[tuple[int, float]]:
+    """A training log's validation curve, [(update, validation NLL)], finite values only."""
+    return [(r["step"], r["valid_nll"]) for r in rows if "valid_nll" in r and math.isfinite(r["valid_nll"])]
 
 
 def load_curves(spec: CalibrationSpec, out_dir: Path):
@@ -507,26 +510,18 @@ def finished(run_dir: Path) -> bool:
     return status.is_file() and json.loads(status.read_text()).get("status") in ("completed", "failed")
 
 
-def checkpointed(run_dir: Path) -> int:
-    """The update of a run's newest checkpoint (0: none)."""
-    from repro.train.checkpoint import list_checkpoints
-    newest = list_checkpoints(run_dir)[-1:]
-    return int(newest[0].stem.split("_")[1]) if newest else 0
-
-
 def live_run(run_dir: Path) -> tuple[str, str, list[tuple[int, float]]] | None:
     """A run as far as it has trained, as the rules read it: (status, reason, validation curve); None before its
     first validation. A line its trainer is still writing is skipped."""
     status = read_json(run_dir / "status.json") if (run_dir / "status.json").is_file() else {}
-    curve = []
+    rows = []
     for line in (run_dir / "log.jsonl").read_text(encoding="utf-8").splitlines() \
             if (run_dir / "log.jsonl").is_file() else []:
         try:
-            row = json.loads(line)
+            rows.append(json.loads(line))
         except ValueError:
             continue
-        if "valid_nll" in row and math.isfinite(row["valid_nll"]):
-            curve.append((row["step"], row["valid_nll"]))
+    curve = valid_curve(rows)
     return (status.get("status", "running"), status.get("reason", ""), curve) if curve or status else None
 
 
@@ -570,6 +565,7 @@ def jobs_v2(spec: CalibrationSpec, task: str, runs_dir: Path, data_root: Path, g
     """The grid's baseline runs not made yet (`to_run`): one `train` job each, or, `grouped`, one job per baseline and
     tokens factor training its learning rates and warmups as one stacked model (`calibrate TASK --train-group`)."""
     from repro.launch import Job
+    from repro.reproduce import last_checkpoint
     out = []
     # tokens factor outermost: the cheap settings complete (both baselines) before the costly ones start
     for k in spec.tokens_factor:
@@ -578,7 +574,7 @@ def jobs_v2(spec: CalibrationSpec, task: str, runs_dir: Path, data_root: Path, g
             todo = {name: to_run(spec, name, k, runs_dir, out_dir) for name in spec.baselines}
             for st in (st for st in spec.settings_v2() if st[2] == k):
                 names = sorted((n for n in spec.baselines if st in todo[n]),
-                               key=lambda n: checkpointed(runs_dir / label_v2(n, st)))
+                               key=lambda n: last_checkpoint(runs_dir / label_v2(n, st)) or 0)
                 out += [train_job(spec, name, st, runs_dir, data_root) for name in names]
             continue
         for name in spec.baselines:
