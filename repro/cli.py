@@ -868,7 +868,7 @@ def calibrate_v2(task: str, jobs: int, threads: int | None, decide_only: bool, r
 
     def stop_settled() -> None:
         for name in calibration.stop_settled(spec, runs, out_dir):
-            console.print(f"asked {name} to stop at its next validation: its setting is settled", markup=False,
+            console.print(f"asked {name} to stop at its next log line: its setting is settled", markup=False,
                           highlight=False)
     try:
         if train_group is not None:

@@ -205,23 +205,24 @@ def test_reproduce_groups_a_cells_missing_seeds_when_asked(tiny_root, tmp_path):
         assert rec["group"]["seeds"] == [1, 2] and rec["metrics"]["bleu_average"] >= 0  # trained together, evaluated
 
 
-def test_a_stop_request_ends_a_run_at_its_next_validation_completed_with_its_reason(tiny_root, tmp_path):
-    """A member asked to stop ends at its next validation, completed, with the reason and its last checkpoint, while
-    the group trains on; a run alone stops the same way; a new run in the directory drops an old request."""
+def test_a_stop_request_ends_a_run_at_its_next_log_line_or_validation_completed_with_its_reason(tiny_root, tmp_path):
+    """A member asked to stop ends at its next log line, completed, with the reason and its last checkpoint, while
+    the group trains on; a run alone stops the same way, or at a validation that comes first; a new run in the
+    directory drops an old request."""
     from repro.train.loop import STOP_FILE, request_stop
     sets = SMALL + ["optim.max_updates=8", "train.validate_interval=3", "train.save_interval=4"]
-    recipes = [resolve(RECIPE, "tiny", sets + [f"train.seed={s}"]) for s in (1, 2)]
+    recipes = [resolve(RECIPE, "tiny", sets + ["train.log_interval=2", f"train.seed={s}"]) for s in (1, 2)]
     request_stop(tmp_path / "member1", "its setting is settled")
     ended = []
     group = train_group(recipes, [tmp_path / "member0", tmp_path / "member1"], tiny_root,
                         on_finish=lambda i, status: ended.append((i, status["step"])))
-    assert ended == [(1, 3), (0, 8)]
+    assert ended == [(1, 2), (0, 8)]
     assert [(s["status"], s["step"], s["reason"]) for s in group] == [
-        ("completed", 8, ""), ("completed", 3, "its setting is settled")]
-    assert [c.name for c in checkpoint.list_checkpoints(tmp_path / "member1")] == ["checkpoint_3.pt"]
-    assert [r["step"] for r in log_rows(tmp_path / "member1") if "valid_nll" in r] == [3]
+        ("completed", 8, ""), ("completed", 2, "its setting is settled")]
+    assert [c.name for c in checkpoint.list_checkpoints(tmp_path / "member1")] == ["checkpoint_2.pt"]
+    assert [r["step"] for r in log_rows(tmp_path / "member1") if "valid_nll" in r] == []
     alone = train_run(recipes[0], tmp_path / "member1", tiny_root, overwrite=True)
     assert (alone["status"], alone["step"]) == ("completed", 8) and not (tmp_path / "member1" / STOP_FILE).exists()
     request_stop(tmp_path / "alone", "enough")
-    alone = train_run(recipes[0], tmp_path / "alone", tiny_root)
+    alone = train_run(resolve(RECIPE, "tiny", sets + ["train.log_interval=5"]), tmp_path / "alone", tiny_root)
     assert (alone["status"], alone["step"], alone["reason"]) == ("completed", 3, "enough")

@@ -1,9 +1,10 @@
 """The training run: setup, train, cleanup (DESIGN section 5).
 
 A run directory holds recipe.yaml (resolved), log.jsonl, checkpoint_<update>.pt (last N), status.json and, for
-Admin, admin_profile.json. A stop.json put there from outside (`request_stop`) ends the run at its next validation,
-completed, with the reason it gives. Under `torchrun` every rank runs this; rank 0 writes files. Gradients are
-accumulated over update_freq = gpus_per_update / world_size batches, so tokens per update match the paper's GPU count.
+Admin, admin_profile.json. A stop.json put there from outside (`request_stop`) ends the run at its next log line or
+validation, completed, with the reason it gives. Under `torchrun` every rank runs this; rank 0 writes files.
+Gradients are accumulated over update_freq = gpus_per_update / world_size batches, so tokens per update match the
+paper's GPU count.
 """
 
 from __future__ import annotations
@@ -99,8 +100,9 @@ STOP_FILE = "stop.json"
 
 
 def request_stop(run_dir: Path, reason: str) -> None:
-    """Ask the run training in run_dir to end at its next validation, as completed with `reason`: what a run is for
-    may be settled before its max_updates (a calibration setting's length; repro/calibration.py)."""
+    """Ask the run training in run_dir to end at its next log line or validation, as completed with `reason`, its
+    last checkpoint written: what a run is for may be settled before its max_updates (a calibration setting's length;
+    repro/calibration.py)."""
     atomic_write_text(Path(run_dir) / STOP_FILE, json.dumps({"reason": reason}) + "\n")
 
 
@@ -633,6 +635,8 @@ def _train(recipes: list[ResolvedRecipe], run_dirs: list[Path], data_root: Path,
                     m.last_valid = v
                     log(m, {"step": step, "valid_nll": v})
                     m.failed = m.health.check_valid(step, v)
+            if active and (step % r.train.validate_interval == 0 or step % r.train.log_interval == 0):
+                for m in active:  # a request read at a log line, not a validation: at most log_interval updates late
                     asked = stop_reason(m.run_dir, d, device)  # on every process: it may all-reduce
                     m.stopped = None if m.failed else asked
                 drop_ended()
