@@ -561,21 +561,22 @@ def to_run(spec: CalibrationSpec, name: str, k: int, runs_dir: Path, out_dir: Pa
 
 
 def jobs_v2(spec: CalibrationSpec, task: str, runs_dir: Path, data_root: Path, grouped: bool, out_dir: Path,
-            results_dir: Path) -> list:
-    """The grid's baseline runs not made yet (`to_run`): one `train` job each, or, `grouped`, one job per baseline and
-    tokens factor training its learning rates and warmups as one stacked model (`calibrate TASK --train-group`)."""
+            results_dir: Path, tokens_factor: int | None = None, flags: list[str] | None = None) -> list:
+    """The grid's baseline runs not made yet (`to_run`), at `tokens_factor` alone where given: one `train` job each
+    (with `flags`, e.g. --cuda-graphs), or, `grouped`, one job per baseline and tokens factor training its learning
+    rates and warmups as one stacked model (`calibrate TASK --train-group`)."""
     from repro.launch import Job
     from repro.reproduce import last_checkpoint
     out = []
     # tokens factor outermost: the cheap settings complete (both baselines) before the costly ones start
-    for k in spec.tokens_factor:
+    for k in spec.tokens_factor if tokens_factor is None else [tokens_factor]:
         if not grouped:  # a setting's two baselines side by side: each stops once the pair settles the setting,
             # the one further behind (fewer updates checkpointed) first, so that the other does not train on alone
             todo = {name: to_run(spec, name, k, runs_dir, out_dir) for name in spec.baselines}
             for st in (st for st in spec.settings_v2() if st[2] == k):
                 names = sorted((n for n in spec.baselines if st in todo[n]),
                                key=lambda n: last_checkpoint(runs_dir / label_v2(n, st)) or 0)
-                out += [train_job(spec, name, st, runs_dir, data_root) for name in names]
+                out += [train_job(spec, name, st, runs_dir, data_root, flags=flags) for name in names]
             continue
         for name in spec.baselines:
             todo = to_run(spec, name, k, runs_dir, out_dir)
@@ -591,11 +592,11 @@ def jobs_v2(spec: CalibrationSpec, task: str, runs_dir: Path, data_root: Path, g
 
 
 def train_job(spec: CalibrationSpec, name: str, setting: tuple, runs_dir: Path, data_root: Path,
-              max_updates: int | None = None):
+              max_updates: int | None = None, flags: list[str] | None = None):
     from repro.launch import Job
     run_dir = runs_dir / label_v2(name, setting)
     args = ["train", str(recipe_path(spec, name)), "--scale", spec.scale, "--run-dir", str(run_dir), "--results",
-            str(runs_dir / "records"), "--root", str(data_root), "--resume"]
+            str(runs_dir / "records"), "--root", str(data_root), "--resume", *(flags or [])]
     for item in overrides_v2(spec, name, setting, max_updates):
         args += ["--set", item]
     return Job(label_v2(name, setting), [args], run_dir / "train.out", run_dir, max_updates or spec.max_updates)

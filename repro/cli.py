@@ -786,6 +786,8 @@ def calibrate(task: str = typer.Argument(..., help=f"One of: {', '.join(CALIBRAT
               results: Path = typer.Option(Path("results"), "--results", help="Folder of run records."),
               rules: str = typer.Option("v2", "--rules", help="v2 (2026-11-29: learning rate, warmup and tokens per update, minimax regret; recipes/calibration/v2/) or v1 (warmup, lowest mean)."),
               group: Optional[bool] = typer.Option(None, "--group/--no-group", help="v2: train a baseline's learning rates and warmups at one tokens factor as one batched model (default: on a GPU)."),
+              tokens_factor: Optional[int] = typer.Option(None, "--tokens-factor", help="v2: train only the grid's settings at this tokens factor (a grid split across machines); the decision reads the whole grid."),
+              cuda_graphs: bool = typer.Option(False, "--cuda-graphs", help="v2, with --no-group: " + CUDA_GRAPHS_HELP),
               train_group: Optional[str] = typer.Option(None, "--train-group", hidden=True, help="v2: train BASELINE:K's unfinished settings as one group (the grouped grid's jobs).")):
     """Choose a task's mini regime on the two baselines alone: run the spec's grid, record it, apply the rule.
 
@@ -803,7 +805,7 @@ def calibrate(task: str = typer.Argument(..., help=f"One of: {', '.join(CALIBRAT
     if rules == "v2":
         # a grouped grid's jobs name their task's own runs folder
         return calibrate_v2(task, jobs, threads, decide_only, runs if train_group else runs / "v2" / task,
-                            root or default_root(), results, group, train_group)
+                            root or default_root(), results, group, train_group, tokens_factor, cuda_graphs)
     try:
         spec = calibration.load_spec(Path("recipes/calibration") / f"{task}.yaml")
     except RecipeError as e:
@@ -852,9 +854,11 @@ def calibrate(task: str = typer.Argument(..., help=f"One of: {', '.join(CALIBRAT
 
 
 def calibrate_v2(task: str, jobs: int, threads: int | None, decide_only: bool, runs: Path, root: Path, results: Path,
-                 group: bool | None, train_group: str | None) -> None:
+                 group: bool | None, train_group: str | None, tokens_factor: int | None = None,
+                 cuda_graphs: bool = False) -> None:
     """`calibrate --rules v2`: the grid (grouped where asked, or on a GPU), then the deepest Pre-LN runs the rule
-    asks for one by one, each record collected as its run ends; then the decision."""
+    asks for one by one, each record collected as its run ends; then the decision. `tokens_factor` trains that
+    factor's settings alone (and no deepest Pre-LN run, which waits for the whole grid)."""
     import torch
 
     from repro import calibration
@@ -876,20 +880,33 @@ def calibrate_v2(task: str, jobs: int, threads: int | None, decide_only: bool, r
             if name not in spec.baselines or not k.isdigit() or int(k) not in spec.tokens_factor:
                 raise ValueError(f"--train-group {train_group!r}: expected BASELINE:K of {spec.path}")
             return calibration.train_group_v2(spec, name, int(k), runs, root, out_dir)
-        grouped = torch.cuda.is_available() if group is None else group
+        if tokens_factor is not None and tokens_factor not in spec.tokens_factor:
+            raise ValueError(f"--tokens-factor {tokens_factor}: {spec.path} has tokens factors "
+                             + ", ".join(map(str, spec.tokens_factor)))
+        grouped = torch.cuda.is_available() and not cuda_graphs if group is None else group
+        if cuda_graphs:  # refused here, before any job starts, rather than by each run
+            if grouped:
+                raise ValueError("--cuda-graphs trains one run per process: add --no-group")
+            from repro.config import resolve
+            from repro.train.graphs import check_graphable
+            check_graphable(resolve(calibration.recipe_path(spec, spec.baselines[0]), spec.scale).recipe,
+                            "cuda" if torch.cuda.is_available() else "cpu", 1)
+        flags = ["--cuda-graphs"] if cuda_graphs else []
         while not decide_only:
-            todo = calibration.jobs_v2(spec, task, runs, root, grouped, out_dir, results)
+            todo = calibration.jobs_v2(spec, task, runs, root, grouped, out_dir, results, tokens_factor, flags)
             decision = calibration.decide_v2(spec, out_dir, results) if not todo else None
-            if decision is not None and decision.get("deep_needed"):
+            if decision is not None and decision.get("deep_needed") and tokens_factor is None:
                 need = decision["deep_needed"]
                 setting = (need["warmup_updates"], need["lr"], need["tokens_factor"])
-                todo = [calibration.train_job(spec, spec.deep_pre_ln, setting, runs, root, need["max_updates"])]
+                todo = [calibration.train_job(spec, spec.deep_pre_ln, setting, runs, root, need["max_updates"],
+                                              flags)]
             if not todo:
                 break
             console.print(f"{len(todo)} calibration job(s) to run ({'grouped' if grouped else 'one run each'}): "
                           + ", ".join(j.name for j in todo), markup=False, highlight=False, soft_wrap=True)
+            # settled runs are looked for every 10 s: on a GPU a run trains hundreds of updates a minute
             done = run_jobs(todo, jobs, threads or default_threads(jobs, len(todo)), on_finish=collect,
-                            on_tick=stop_settled)
+                            on_tick=stop_settled, tick_s=10.0)
             collect()
             bad = [j.name for j in done if j.state != "done"]
             if bad:

@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from repro import calibration
 from repro.calibration import CalibrationSpec, choose, converged, setting_length
@@ -335,6 +336,33 @@ def test_v2_runs_every_baseline_at_a_tokens_factor_before_the_next_factor(tmp_pa
     factors = [2 if n.endswith("-x4") else 1 for n in names]
     assert len(names) == 15 and factors == sorted(factors)
     assert {n.split("-w")[0] for n in names[:7]} == {"gigaword-6L-6L-post_ln", "gigaword-6L-6L-pre_ln"}
+
+
+def test_v2_a_grid_split_by_tokens_factor_trains_that_factor_alone_and_passes_its_flags(tmp_path):
+    """`calibrate TASK --tokens-factor 1 --cuda-graphs`: the x1 runs alone, each a `train --cuda-graphs` job."""
+    s = calibration.load_spec(REPO / "recipes/calibration/v2/gigaword.yaml")
+    jobs = calibration.jobs_v2(s, "gigaword", tmp_path, tmp_path, False, tmp_path / "out", tmp_path, 1,
+                               ["--cuda-graphs"])
+    assert len(jobs) == 8 and not any(j.name.endswith("-x4") for j in jobs)
+    assert all(j.steps[0][0] == "train" and "--cuda-graphs" in j.steps[0] for j in jobs)
+    assert all("--cuda-graphs" not in j.steps[0]
+               for j in calibration.jobs_v2(s, "gigaword", tmp_path, tmp_path, False, tmp_path / "out", tmp_path))
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--tokens-factor", "3"], "--tokens-factor 3: recipes/calibration/v2/mt.yaml has tokens factors 1, 4"),
+    (["--cuda-graphs", "--group"], "--cuda-graphs trains one run per process: add --no-group"),
+    (["--cuda-graphs"], "--cuda-graphs needs a CUDA device (this machine trains on the CPU)")])
+def test_v2_calibrate_refuses_a_factor_outside_the_grid_and_graphs_it_cannot_replay(tmp_path, args, message):
+    from typer.testing import CliRunner
+
+    from repro.cli import app
+    if "needs a CUDA device" in message and torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device")
+    r = CliRunner().invoke(app, ["calibrate", "mt", *args, "--runs", str(tmp_path / "runs"), "--results",
+                                 str(tmp_path / "results")])
+    assert r.exit_code == 2 and message in " ".join(r.output.split()), r.output
+    assert not (tmp_path / "runs").exists()
 
 
 def test_regime_table_counts_the_recorded_runs_and_says_what_the_decision_waits_for(tmp_path):
