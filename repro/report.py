@@ -55,9 +55,13 @@ def render_regime(results_dir: Path, scale: str = "mini") -> str:
         runs = f"{baseline} of {len(spec.settings_v2()) * len(spec.baselines)} baseline runs"
         if len(records) > baseline:
             runs += f", {len(records) - baseline} of {spec.deep_pre_ln}"
-        if records:
-            hours = sum(r.get("duration_s", 0) for r in records) / 3600
-            runs += f"; {hours:.1f} h on {', '.join(sorted({where(r.get('hardware') or {}) for r in records}))}"
+        seconds: dict[str, float] = {}  # training time by machine, longest first: a CPU's hours beside a GPU's minutes
+        for r in records:
+            machine = where(r.get("hardware") or {})
+            seconds[machine] = seconds.get(machine, 0.0) + r.get("duration_s", 0)
+        for machine, s in sorted(seconds.items(), key=lambda kv: -kv[1]):
+            runs += f"; {s / 3600:.1f} h" if s >= 360 else f"; {s / 60:.0f} min"
+            runs += f" on {machine}"
         outcome = calibration.outcome_v2(spec, calibration.decision_v2(spec, out_dir, results_dir) if records else {})
         lines.append(f"| {task} | {now} | {spec.max_updates:,} | {runs} | {outcome} |")
     if not lines:

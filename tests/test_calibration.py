@@ -379,7 +379,13 @@ def test_regime_table_counts_the_recorded_runs_and_says_what_the_decision_waits_
     rows = {line.split(" | ")[0].strip("| "): line for line in render_regime(tmp_path).splitlines()[2:]}
     assert set(rows) == {"mt", "gigaword", "wikitext103", "librispeech"}
     assert "| 0 of 16 baseline runs | undecided" in rows["mt"]
-    assert f"| {len(records)} of 16 baseline runs; " in rows["gigaword"]
+    recorded = [json.loads(p.read_text()) for p in records]
+    baseline = sum(r["recipe_name"].endswith(("6L-6L-post_ln", "6L-6L-pre_ln")) for r in recorded)
+    deep = f", {len(recorded) - baseline} of gigaword/18L-18L-pre_ln" if len(recorded) > baseline else ""
+    assert f"| {baseline} of 16 baseline runs{deep}; " in rows["gigaword"]
+    from repro.results import where
+    for machine in {where(r["hardware"]) for r in recorded}:  # each machine once, with its own training time
+        assert rows["gigaword"].count(f" on {machine}") == 1
     o = resolve(REPO / "recipes/gigaword/6L-6L-post_ln.yaml", "mini").recipe.optim  # the recipes' regime, the cap
     assert f"| warmup {o.warmup_updates:,}, lr {o.lr:g}, {o.max_updates:,} updates | 12,000 |" in rows["gigaword"]
 
