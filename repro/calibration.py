@@ -561,9 +561,10 @@ def to_run(spec: CalibrationSpec, name: str, k: int, runs_dir: Path, out_dir: Pa
 
 
 def jobs_v2(spec: CalibrationSpec, task: str, runs_dir: Path, data_root: Path, grouped: bool, out_dir: Path,
-            results_dir: Path, tokens_factor: int | None = None, flags: list[str] | None = None) -> list:
+            results_dir: Path, tokens_factor: int | None = None, flags: list[str] | None = None,
+            one_forward: bool = False) -> list:
     """The grid's baseline runs not made yet (`to_run`), at `tokens_factor` alone where given: one `train` job each
-    (with `flags`, e.g. --cuda-graphs), or, `grouped`, one job per baseline and tokens factor training its learning
+    (with `flags`, e.g. --cuda-graphs, and `one_forward` as train_job says), or, `grouped`, one job per baseline and tokens factor training its learning
     rates and warmups as one stacked model (`calibrate TASK --train-group`)."""
     from repro.launch import Job
     from repro.reproduce import last_checkpoint
@@ -576,7 +577,8 @@ def jobs_v2(spec: CalibrationSpec, task: str, runs_dir: Path, data_root: Path, g
             for st in (st for st in spec.settings_v2() if st[2] == k):
                 names = sorted((n for n in spec.baselines if st in todo[n]),
                                key=lambda n: last_checkpoint(runs_dir / label_v2(n, st)) or 0)
-                out += [train_job(spec, name, st, runs_dir, data_root, flags=flags) for name in names]
+                out += [train_job(spec, name, st, runs_dir, data_root, flags=flags, one_forward=one_forward)
+                        for name in names]
             continue
         for name in spec.baselines:
             todo = to_run(spec, name, k, runs_dir, out_dir)
@@ -592,11 +594,18 @@ def jobs_v2(spec: CalibrationSpec, task: str, runs_dir: Path, data_root: Path, g
 
 
 def train_job(spec: CalibrationSpec, name: str, setting: tuple, runs_dir: Path, data_root: Path,
-              max_updates: int | None = None, flags: list[str] | None = None):
+              max_updates: int | None = None, flags: list[str] | None = None, one_forward: bool = False):
+    """One run's `train` job, with `flags`; `one_forward`: a tokens-x`k` update's k batches in one forward
+    (train --tokens-per-gpu), the same update made with the launches of one batch."""
+    from repro.config import resolve
     from repro.launch import Job
+    from repro.train.tasks import batch_tokens
     run_dir = runs_dir / label_v2(name, setting)
     args = ["train", str(recipe_path(spec, name)), "--scale", spec.scale, "--run-dir", str(run_dir), "--results",
             str(runs_dir / "records"), "--root", str(data_root), "--resume", *(flags or [])]
+    if one_forward and setting[2] > 1:
+        per_batch = batch_tokens(resolve(recipe_path(spec, name), spec.scale).recipe)
+        args += ["--tokens-per-gpu", str(per_batch * setting[2])]
     for item in overrides_v2(spec, name, setting, max_updates):
         args += ["--set", item]
     return Job(label_v2(name, setting), [args], run_dir / "train.out", run_dir, max_updates or spec.max_updates)

@@ -788,6 +788,7 @@ def calibrate(task: str = typer.Argument(..., help=f"One of: {', '.join(CALIBRAT
               group: Optional[bool] = typer.Option(None, "--group/--no-group", help="v2: train a baseline's learning rates and warmups at one tokens factor as one batched model (default: on a GPU)."),
               tokens_factor: Optional[int] = typer.Option(None, "--tokens-factor", help="v2: train only the grid's settings at this tokens factor (a grid split across machines); the decision reads the whole grid."),
               cuda_graphs: bool = typer.Option(False, "--cuda-graphs", help="v2, with --no-group: " + CUDA_GRAPHS_HELP),
+              one_forward: bool = typer.Option(False, "--one-forward", help="v2, with --no-group: a tokens-xK run makes each update's K batches in one forward (train --tokens-per-gpu), the same update with the launches of one batch."),
               train_group: Optional[str] = typer.Option(None, "--train-group", hidden=True, help="v2: train BASELINE:K's unfinished settings as one group (the grouped grid's jobs).")):
     """Choose a task's mini regime on the two baselines alone: run the spec's grid, record it, apply the rule.
 
@@ -805,7 +806,8 @@ def calibrate(task: str = typer.Argument(..., help=f"One of: {', '.join(CALIBRAT
     if rules == "v2":
         # a grouped grid's jobs name their task's own runs folder
         return calibrate_v2(task, jobs, threads, decide_only, runs if train_group else runs / "v2" / task,
-                            root or default_root(), results, group, train_group, tokens_factor, cuda_graphs)
+                            root or default_root(), results, group, train_group, tokens_factor, cuda_graphs,
+                            one_forward)
     try:
         spec = calibration.load_spec(Path("recipes/calibration") / f"{task}.yaml")
     except RecipeError as e:
@@ -855,7 +857,7 @@ def calibrate(task: str = typer.Argument(..., help=f"One of: {', '.join(CALIBRAT
 
 def calibrate_v2(task: str, jobs: int, threads: int | None, decide_only: bool, runs: Path, root: Path, results: Path,
                  group: bool | None, train_group: str | None, tokens_factor: int | None = None,
-                 cuda_graphs: bool = False) -> None:
+                 cuda_graphs: bool = False, one_forward: bool = False) -> None:
     """`calibrate --rules v2`: the grid (grouped where asked, or on a GPU), then the deepest Pre-LN runs the rule
     asks for one by one, each record collected as its run ends; then the decision. `tokens_factor` trains that
     factor's settings alone (and no deepest Pre-LN run, which waits for the whole grid)."""
@@ -883,23 +885,25 @@ def calibrate_v2(task: str, jobs: int, threads: int | None, decide_only: bool, r
         if tokens_factor is not None and tokens_factor not in spec.tokens_factor:
             raise ValueError(f"--tokens-factor {tokens_factor}: {spec.path} has tokens factors "
                              + ", ".join(map(str, spec.tokens_factor)))
-        grouped = torch.cuda.is_available() and not cuda_graphs if group is None else group
+        grouped = torch.cuda.is_available() and not (cuda_graphs or one_forward) if group is None else group
+        for flag, on in (("--cuda-graphs", cuda_graphs), ("--one-forward", one_forward)):
+            if on and grouped:
+                raise ValueError(f"{flag} trains one run per process: add --no-group")
         if cuda_graphs:  # refused here, before any job starts, rather than by each run
-            if grouped:
-                raise ValueError("--cuda-graphs trains one run per process: add --no-group")
             from repro.config import resolve
             from repro.train.graphs import check_graphable
             check_graphable(resolve(calibration.recipe_path(spec, spec.baselines[0]), spec.scale).recipe,
                             "cuda" if torch.cuda.is_available() else "cpu", 1)
         flags = ["--cuda-graphs"] if cuda_graphs else []
         while not decide_only:
-            todo = calibration.jobs_v2(spec, task, runs, root, grouped, out_dir, results, tokens_factor, flags)
+            todo = calibration.jobs_v2(spec, task, runs, root, grouped, out_dir, results, tokens_factor, flags,
+                                       one_forward)
             decision = calibration.decide_v2(spec, out_dir, results) if not todo else None
             if decision is not None and decision.get("deep_needed") and tokens_factor is None:
                 need = decision["deep_needed"]
                 setting = (need["warmup_updates"], need["lr"], need["tokens_factor"])
                 todo = [calibration.train_job(spec, spec.deep_pre_ln, setting, runs, root, need["max_updates"],
-                                              flags)]
+                                              flags, one_forward)]
             if not todo:
                 break
             console.print(f"{len(todo)} calibration job(s) to run ({'grouped' if grouped else 'one run each'}): "

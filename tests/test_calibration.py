@@ -349,9 +349,22 @@ def test_v2_a_grid_split_by_tokens_factor_trains_that_factor_alone_and_passes_it
                for j in calibration.jobs_v2(s, "gigaword", tmp_path, tmp_path, False, tmp_path / "out", tmp_path))
 
 
+def test_v2_one_forward_makes_a_tokens_x4_update_in_one_forward_of_four_batches(tmp_path):
+    s = calibration.load_spec(REPO / "recipes/calibration/v2/gigaword.yaml")
+    batch = resolve(REPO / "recipes/gigaword/6L-6L-post_ln.yaml", "mini").recipe.data.max_tokens
+    for j in calibration.jobs_v2(s, "gigaword", tmp_path, tmp_path, False, tmp_path / "out", tmp_path,
+                                 one_forward=True):
+        args = j.steps[0]
+        if j.name.endswith("-x4"):
+            assert args[args.index("--tokens-per-gpu") + 1] == str(4 * batch)
+        else:  # one batch an update already
+            assert "--tokens-per-gpu" not in args
+
+
 @pytest.mark.parametrize("args, message", [
     (["--tokens-factor", "3"], "--tokens-factor 3: recipes/calibration/v2/mt.yaml has tokens factors 1, 4"),
     (["--cuda-graphs", "--group"], "--cuda-graphs trains one run per process: add --no-group"),
+    (["--one-forward", "--group"], "--one-forward trains one run per process: add --no-group"),
     (["--cuda-graphs"], "--cuda-graphs needs a CUDA device (this machine trains on the CPU)")])
 def test_v2_calibrate_refuses_a_factor_outside_the_grid_and_graphs_it_cannot_replay(tmp_path, args, message):
     from typer.testing import CliRunner
