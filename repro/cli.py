@@ -942,7 +942,8 @@ def calibrate_v2(task: str, jobs: int, threads: int | None, decide_only: bool, r
                   "—" if r["regret"] is None else f"{r['regret']:.3f}", r["deep_pre_ln"], excluded)
     console.print(t)
     where = (f" ({out_dir / 'choice.json'})" if decision["choice"] or decision["not_informative"] else
-             f" ({len(decision['incomplete'])} settings lack a run; `lnrepro calibrate {task}` trains them)"
+             f" ({len(decision['incomplete'])} setting{'s lack' if len(decision['incomplete']) > 1 else ' lacks'} "
+             f"a run; `lnrepro calibrate {task}` trains {'them' if len(decision['incomplete']) > 1 else 'it'})"
              if decision.get("incomplete") else f" (`lnrepro calibrate {task}` runs it)")
     console.print(calibration.outcome_v2(spec, decision) + where, markup=False, highlight=False)
 
