@@ -564,8 +564,8 @@ def jobs_v2(spec: CalibrationSpec, task: str, runs_dir: Path, data_root: Path, g
             results_dir: Path, tokens_factor: int | None = None, flags: list[str] | None = None,
             one_forward: bool = False) -> list:
     """The grid's baseline runs not made yet (`to_run`), at `tokens_factor` alone where given: one `train` job each
-    (with `flags`, e.g. --cuda-graphs, and `one_forward` as train_job says), or, `grouped`, one job per baseline and tokens factor training its learning
-    rates and warmups as one stacked model (`calibrate TASK --train-group`)."""
+    (`flags` and `one_forward` as train_job takes them), or, `grouped`, one job per baseline and tokens factor
+    training its learning rates and warmups as one stacked model (`calibrate TASK --train-group`)."""
     from repro.launch import Job
     from repro.reproduce import last_checkpoint
     out = []

@@ -941,10 +941,11 @@ def calibrate_v2(task: str, jobs: int, threads: int | None, decide_only: bool, r
         t.add_row(str(r["warmup_updates"]), f"{r['lr']:g}", f"x{r['tokens_factor']}", length, *best,
                   "—" if r["regret"] is None else f"{r['regret']:.3f}", r["deep_pre_ln"], excluded)
     console.print(t)
+    n = len(decision.get("incomplete") or [])
+    lack = "1 setting lacks a run" if n == 1 else f"{n} settings lack a run"
     where = (f" ({out_dir / 'choice.json'})" if decision["choice"] or decision["not_informative"] else
-             f" ({len(decision['incomplete'])} setting{'s lack' if len(decision['incomplete']) > 1 else ' lacks'} "
-             f"a run; `lnrepro calibrate {task}` trains {'them' if len(decision['incomplete']) > 1 else 'it'})"
-             if decision.get("incomplete") else f" (`lnrepro calibrate {task}` runs it)")
+             f" ({lack}; `lnrepro calibrate {task}` trains {'it' if n == 1 else 'them'})" if n else
+             f" (`lnrepro calibrate {task}` runs it)")
     console.print(calibration.outcome_v2(spec, decision) + where, markup=False, highlight=False)
 
 
