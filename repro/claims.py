@@ -85,12 +85,30 @@ CLAIMS = [
           tolerance=0.5),
     Claim("18L-18L MT: B2T >= DeepNet, Admin, DLCL, T-Fixup on BLEU", "Table 5", "better_all", "18L-18L-b2t",
           "18L-18L-deepnet,18L-18L-admin,18L-18L-dlcl,18L-18L-t_fixup", BLEU),
+    # Stated 2026-11-30, before the v2 regime's runs, in the form of the two claims above: the paper's sentences
+    # "B2T connection outperformed others in the averaged BLEU score in both of 6L-6L and 18L-18L", "B2T connection
+    # also outperformed others in the abstractive summarization tasks" (Tables 5, 6) and "B2T connection without
+    # layer normalizations achieved comparable scores" (Tables 9, 10), at each depth the tables report.
+    Claim("6L-6L MT: B2T >= DeepNet, Admin, DLCL, T-Fixup on BLEU", "Table 5", "better_all", "6L-6L-b2t",
+          "6L-6L-deepnet,6L-6L-admin,6L-6L-dlcl,6L-6L-t_fixup", BLEU),
+    Claim("18L-18L MT: B2T w/o LN within 0.5 BLEU of B2T", "Table 9", "close", "18L-18L-b2t_noln", "18L-18L-b2t",
+          BLEU, tolerance=0.5),
     Claim("6L-6L summarisation: Post-LN > Pre-LN on ROUGE-1", "Table 2", "better", "gigaword/6L-6L-post_ln",
           "gigaword/6L-6L-pre_ln", R1),
     Claim("18L-18L summarisation: Post-LN training fails", "Table 2", "fails", "gigaword/18L-18L-post_ln",
           "gigaword/18L-18L-b2t", R1),
     Claim("18L-18L summarisation: B2T > Pre-LN on ROUGE-1", "Table 2", "better", "gigaword/18L-18L-b2t",
           "gigaword/18L-18L-pre_ln", R1),
+    Claim("6L-6L summarisation: B2T >= DeepNet, Admin, DLCL, T-Fixup on ROUGE-1", "Table 6", "better_all",
+          "gigaword/6L-6L-b2t", "gigaword/6L-6L-deepnet,gigaword/6L-6L-admin,gigaword/6L-6L-dlcl,"
+          "gigaword/6L-6L-t_fixup", R1),
+    Claim("18L-18L summarisation: B2T >= DeepNet, Admin, DLCL, T-Fixup on ROUGE-1", "Table 6", "better_all",
+          "gigaword/18L-18L-b2t", "gigaword/18L-18L-deepnet,gigaword/18L-18L-admin,gigaword/18L-18L-dlcl,"
+          "gigaword/18L-18L-t_fixup", R1),
+    Claim("6L-6L summarisation: B2T w/o LN within 0.5 ROUGE-1 of B2T", "Table 10", "close",
+          "gigaword/6L-6L-b2t_noln", "gigaword/6L-6L-b2t", R1, tolerance=0.5),
+    Claim("18L-18L summarisation: B2T w/o LN within 0.5 ROUGE-1 of B2T", "Table 10", "close",
+          "gigaword/18L-18L-b2t_noln", "gigaword/18L-18L-b2t", R1, tolerance=0.5),
     Claim("6L LM: Post-LN < Pre-LN test perplexity", "Table 3", "better", "wikitext103/6L-post_ln",
           "wikitext103/6L-pre_ln", PPL_TEST, higher_is_better=False),
     Claim("6L LM: B2T < Pre-LN test perplexity", "Table 3", "better", "wikitext103/6L-b2t", "wikitext103/6L-pre_ln",

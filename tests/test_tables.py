@@ -276,8 +276,9 @@ def test_runs_missing_lists_each_cell_short_of_its_seeds_once(tmp_path):
     assert rows[(1, "6L-6L-b2t")] == ([3], 3)
     assert rows[(1, "18L-18L-post_ln")] == ([2, 3], 3)
     assert rows[(5, "18L-18L-dlcl")] == ([1, 2, 3], 3)        # Table 5's claim compares it
-    assert rows[(5, "6L-6L-dlcl")] == ([1], 1)                # no claim: one seed
-    assert rows[(6, "gigaword/18L-18L-admin")] == ([1], 1)
+    assert rows[(5, "6L-6L-dlcl")] == ([1, 2, 3], 3)          # so does its 6L-6L claim
+    assert rows[(6, "gigaword/18L-18L-admin")] == ([1, 2, 3], 3)  # Table 6's claim
+    assert rows[(11, "6L-6L-peri_ln")] == ([1], 1)            # no claim: one seed
     assert rows[(9, "6L-6L-b2t_noln")] == ([1, 2, 3], 3)      # Table 9's claim
     assert [t for t, name in rows if name == "6L-6L-b2t"] == [1]  # listed under its first table only
     text = render_missing(tmp_path, "mini", "markdown")
