@@ -219,6 +219,19 @@ def test_b2t_noln_alpha_examples():
     assert b2t_noln_alpha(9) > b2t_noln_alpha(8) and b2t_noln_alpha(10) < b2t_noln_alpha(9)
 
 
+def test_b2t_noln_beta_depends_on_width_so_mini_grows_what_paper_width_shrinks():
+    """Eq. 8's beta = d^-0.2 was set for d 512: at mini's d 128 it is 0.379, alpha + beta > 1 at 18 layers, and a
+    freshly initialised 18-layer stack widens its input where the paper's width narrows it (docs/reduced-scale.md)."""
+    assert b2t_noln_alpha(18) + b2t_noln_beta(128) > 1 > b2t_noln_alpha(18) + b2t_noln_beta(512)
+    rms = {}
+    for d in (128, 512):
+        torch.manual_seed(0)
+        stack = LayerStack(VARIANTS["b2t_noln"], 18, d, 4 * d, 8, 0.0, 0.0, 0.0, cross_attention=False).eval()
+        with torch.no_grad():
+            rms[d] = stack(torch.randn(2, 16, d)).pow(2).mean().sqrt().item()
+    assert rms[128] > 1.5 and rms[512] < 0.5
+
+
 def test_deepnet_model_uses_alpha_and_beta_gain():
     m = tiny_model("deepnet", enc=6, dec=6)
     c = deepnet_constants(6, 6)
