@@ -305,9 +305,12 @@ def outcome_v2(spec: CalibrationSpec, decision: dict) -> str:
 
 
 def regime(decision: dict) -> dict | None:
-    """The regime the mini recipes use: the rule's choice, else the provisional one at the cap."""
+    """The regime the mini recipes use: the rule's choice, else v1's provisional one at the cap; with v2's tokens
+    factor (v1 has none: 1), the times the mini update's tokens are multiplied."""
     c = decision.get("choice") or decision.get("provisional")
-    return None if c is None else {k: c[k] for k in ("warmup_updates", "lr", "max_updates")}
+    if c is None:
+        return None
+    return {**{k: c[k] for k in ("warmup_updates", "lr", "max_updates")}, "tokens_factor": c.get("tokens_factor", 1)}
 
 
 # -- records --------------------------------------------------------------------------------------------------

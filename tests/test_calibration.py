@@ -154,17 +154,21 @@ def test_calibration_grid_on_tiny_data(tiny_root, tmp_path):
 
 @pytest.mark.parametrize("task", ["mt", "gigaword", "wikitext103", "librispeech"])
 def test_mini_recipes_use_the_recorded_regime(task):
-    """Every variant and depth of a calibrated task trains with the recorded regime (T-Fixup: its own lr, no warmup)."""
-    choice = REPO / f"results/mini/calibration/{task}/choice.json"
-    if not choice.is_file():
+    """Every variant and depth of a calibrated task trains with the recorded regime, v2's where it has chosen, else
+    v1's (T-Fixup: its own lr, no warmup); every mini recipe's update is one batch times v2's tokens factor."""
+    choices = [REPO / f"results/mini/calibration/{v}{task}/choice.json" for v in ("v2/", "")]
+    decisions = [json.loads(p.read_text()) for p in choices if p.is_file()]
+    decisions = [d for d in decisions if d.get("choice") or d.get("provisional")]
+    if not decisions:
         pytest.skip(f"{task}: not calibrated yet")
-    regime = calibration.regime(json.loads(choice.read_text()))
+    regime = calibration.regime(decisions[0])
     folder = {"mt": "", "gigaword": "gigaword/", "wikitext103": "wikitext103/", "librispeech": "librispeech/"}[task]
     paths = [p for p in (REPO / "recipes" / folder).glob("*.yaml")]
     assert paths
     for path in paths:
         o = resolve(path, "mini").recipe.optim
         assert (o.warmup_updates, o.max_updates) == (regime["warmup_updates"], regime["max_updates"]), path
+        assert o.gpus_per_update == regime["tokens_factor"], path
         if "t_fixup" not in path.name:
             assert o.lr == regime["lr"], path
 
