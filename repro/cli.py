@@ -650,7 +650,8 @@ def references(recipe: Path = typer.Argument(..., help="A recipe whose corpus (a
 def runs(scale: str = typer.Option("mini", "--scale", help="Whose records to list."),
          fmt: str = typer.Option("text", "--format", help="text, markdown, csv or json."),
          missing: bool = typer.Option(False, "--missing", help="List the runs still to make instead: the seeds each "
-                                      "cell needs (three for Table 1 and the cells claims compare) with no record."),
+                                      "cell needs with no record (five for Table 1 and the cells claims compare, "
+                                      "more where a claim's power asks; three elsewhere)."),
          results: Path = typer.Option(Path("results"), "--results", help="Folder of run records.")):
     """List the runs behind the tables: status, updates, training and evaluation time, machine, start, commit.
 

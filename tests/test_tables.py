@@ -3,6 +3,7 @@
 import csv
 import io
 import json
+import math
 import os
 import subprocess
 import sys
@@ -271,21 +272,38 @@ def test_table8_keeps_cpu_generations_apart(tmp_path):
 def test_runs_missing_lists_each_cell_short_of_its_seeds_once(tmp_path):
     fixture_records(tmp_path)  # 6L-6L B2T seeds 1-2, Pre-LN seed 1, 18L-18L Post-LN seed 1 (failed: a run made)
     rows = {(r["table"], r["recipe"]): (r["seeds"], r["needed"]) for r in missing_runs(tmp_path, "mini")}
-    assert rows[(1, "6L-6L-post_ln")] == ([1, 2, 3], 3)
-    assert rows[(1, "6L-6L-pre_ln")] == ([2, 3], 3)
-    assert rows[(1, "6L-6L-b2t")] == ([3], 3)
-    assert rows[(1, "18L-18L-post_ln")] == ([2, 3], 3)
-    assert rows[(5, "18L-18L-dlcl")] == ([1, 2, 3], 3)        # Table 5's claim compares it
-    assert rows[(5, "6L-6L-dlcl")] == ([1, 2, 3], 3)          # so does its 6L-6L claim
-    assert rows[(6, "gigaword/18L-18L-admin")] == ([1, 2, 3], 3)  # Table 6's claim
-    assert rows[(11, "6L-6L-peri_ln")] == ([1], 1)            # no claim: one seed
-    assert rows[(9, "6L-6L-b2t_noln")] == ([1, 2, 3], 3)      # Table 9's claim
+    assert rows[(1, "6L-6L-post_ln")] == ([1, 2, 3, 4, 5], 5)
+    assert rows[(1, "6L-6L-pre_ln")] == ([2, 3, 4, 5], 5)
+    assert rows[(1, "6L-6L-b2t")] == ([3, 4, 5], 5)
+    assert rows[(1, "18L-18L-post_ln")] == ([2, 3, 4, 5], 5)
+    assert rows[(5, "18L-18L-dlcl")] == ([1, 2, 3, 4, 5], 5)  # Table 5's claim compares it
+    assert rows[(5, "6L-6L-dlcl")] == ([1, 2, 3, 4, 5], 5)    # so does its 6L-6L claim
+    assert rows[(6, "gigaword/18L-18L-admin")] == ([1, 2, 3, 4, 5], 5)  # Table 6's claim
+    assert rows[(11, "6L-6L-peri_ln")] == ([1, 2, 3], 3)      # no claim: three seeds
+    assert rows[(9, "6L-6L-b2t_noln")] == ([1, 2, 3, 4, 5], 5)  # Table 9's claim
     assert [t for t, name in rows if name == "6L-6L-b2t"] == [1]  # listed under its first table only
     text = render_missing(tmp_path, "mini", "markdown")
-    assert "- Table 1, 6L-6L B2T connection: seed 3 of 3 (`lnrepro reproduce 1 --scale mini --seeds 3 --cells " \
-           "6L-6L:b2t`)" in text.splitlines()
+    assert "- Table 1, 6L-6L B2T connection: seeds 3, 4, 5 of 5 (`lnrepro reproduce 1 --scale mini --seeds 5 " \
+           "--cells 6L-6L:b2t`)" in text.splitlines()
     result = runner.invoke(app, ["runs", "--missing", "--format", "json", "--results", str(tmp_path)])
     assert result.exit_code == 0 and len(json.loads(result.output)["rows"]) == len(rows)
+
+
+def test_runs_missing_asks_an_inconclusive_comparison_for_the_seeds_its_power_needs(tmp_path):
+    """6L-6L B2T (20, 21) against Pre-LN (19, 20.5): inconclusive, and the paper's +0.43 BLEU needs more seeds per
+    cell at their pooled SD than the five every compared cell gets; both cells are asked for that many."""
+    from repro import judging
+    fixture_records(tmp_path)
+    write_record(tmp_path, record("6L-6L-pre_ln", 2, metrics={"bleu_average": 20.5}, encoder_layers=6,
+                                  decoder_layers=6))
+    sd = math.sqrt((0.5 + 1.125) / 2)  # pooled: sample variances 0.5 of (20, 21) and 1.125 of (19, 20.5)
+    needed = judging.seeds_needed(sd, round(26.53 - 26.10, 2))
+    assert needed > 5
+    rows = {r["recipe"]: r for r in missing_runs(tmp_path, "mini")}
+    for name, done in (("6L-6L-b2t", 2), ("6L-6L-pre_ln", 2)):
+        assert (rows[name]["needed"], rows[name]["seeds"], rows[name]["by_power"]) == \
+            (needed, list(range(done + 1, needed + 1)), True)
+    assert f"seeds 3-{needed} of {needed} (power)" in render_missing(tmp_path, "mini", "markdown")
 
 
 def test_a_note_stored_with_a_record_is_shown_beside_its_table(tmp_path):

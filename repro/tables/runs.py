@@ -20,10 +20,11 @@ RUN_FORMATS = ("text", "markdown", "csv", "json")
 COLUMNS = ("Recipe", "Seed", "Status", "Updates", "Training", "Evaluation", "Machine", "Stretches", "Started",
            "Commit")
 
-# Seeds a cell needs: three for every cell of Table 1 and every cell a claim compares (a comparison on one seed, or
-# on overlapping seed ranges, is inconclusive), one elsewhere.
-SEEDS_COMPARED, SEEDS_ELSEWHERE = 3, 1
-THREE_SEED_TABLES = (1,)
+# Seeds a cell needs (2026-11-30): at least five for every cell of Table 1 and every cell a claim compares, and more
+# where a comparison under the current judging rules is inconclusive and would detect the paper's own difference
+# with their power only on more (repro/judging.py: seeds_needed); three elsewhere.
+SEEDS_COMPARED, SEEDS_ELSEWHERE = 5, 3
+COMPARED_TABLES = (1,)
 
 
 def run_rows(results_dir: Path, scale: str) -> list[dict]:
@@ -103,12 +104,27 @@ def compared_cells() -> set[str]:
     return {name for c in CLAIMS if c.kind != "figure3" for name in (c.a, *c.b.split(",")) if name}
 
 
+def power_seeds(results_dir: Path, scale: str) -> dict[str, int]:
+    """Per cell, the most seeds any inconclusive comparison of it asks for to detect the paper's own difference
+    (the claims as the current rules judge them)."""
+    from repro.claims import evaluate_claims
+    out: dict[str, int] = {}
+    for row in evaluate_claims(results_dir, scale):
+        for comparison in row.get("comparisons", []):
+            n = (comparison.get("test") or {}).get("seeds_needed")
+            for name in comparison["cells"] if n else ():
+                out[name] = max(out.get(name, 0), n)
+    return out
+
+
 def missing_runs(results_dir: Path, scale: str) -> list[dict]:
     """Each cell short of the seeds it needs, under the first table that holds it (18L-18L B2T is Tables 1, 5
-    and 9's): its table, group, method, recipe, the seeds with no record of the current recipe, and the
-    `lnrepro reproduce` command that makes them (done seeds are skipped by it)."""
+    and 9's): its table, group, method, recipe, the seeds with no record of the current recipe, how many it needs
+    and whether its claims' power asks for more than the least, and the `lnrepro reproduce` command that makes them
+    (done seeds are skipped by it)."""
     current, _ = current_records(results_dir, scale)
     compared = compared_cells()
+    power = power_seeds(results_dir, scale)
     seen, out = set(), []
     for number, spec in sorted(SPECS.items()):
         for group, methods in spec.groups.items():
@@ -117,15 +133,24 @@ def missing_runs(results_dir: Path, scale: str) -> list[dict]:
                 if name in seen:
                     continue
                 seen.add(name)
-                needed = SEEDS_COMPARED if number in THREE_SEED_TABLES or name in compared else SEEDS_ELSEWHERE
+                needed = SEEDS_COMPARED if number in COMPARED_TABLES or name in compared else SEEDS_ELSEWHERE
+                by_power = power.get(name, 0) > needed
+                needed = max(needed, power.get(name, 0))
                 have = {r["seed"] for r in current.get(name, [])}
                 seeds = [s for s in range(1, needed + 1) if s not in have]
                 if seeds:
                     out.append({"table": number, "group": group, "method": method, "recipe": name,
-                                "seeds": seeds, "needed": needed,
+                                "seeds": seeds, "needed": needed, "by_power": by_power,
                                 "command": f"lnrepro reproduce {number} --scale {scale} --seeds {max(seeds)} "
                                            f"--cells {group}:{method}"})
     return out
+
+
+def seed_span(seeds: list[int]) -> str:
+    """"1, 2, 3" for a few seeds; "4-176" for a long run of them."""
+    if len(seeds) > 3 and seeds == list(range(seeds[0], seeds[-1] + 1)):
+        return f"{seeds[0]}-{seeds[-1]}"
+    return ", ".join(map(str, seeds))
 
 
 def render_missing(results_dir: Path, scale: str, fmt: str = "text") -> str:
@@ -144,10 +169,12 @@ def render_missing(results_dir: Path, scale: str, fmt: str = "text") -> str:
                              r["needed"], r["command"]])
         return buf.getvalue()
     count = sum(len(r["seeds"]) for r in rows)
-    head = (f"**Still to run at scale '{scale}': {count} runs** (three seeds for Table 1 and every cell a claim "
-            f"compares, one elsewhere)")
+    head = (f"**Still to run at scale '{scale}': {count} runs** ({SEEDS_COMPARED} seeds for Table 1 and every cell "
+            f"a claim compares, more where an inconclusive comparison needs them to detect the paper's difference; "
+            f"{SEEDS_ELSEWHERE} elsewhere; `lnrepro reproduce N --scale {scale} --plan` costs them on a machine)")
     if not rows:
         return head + "\n\nnone\n"
     lines = [f"- Table {r['table']}, {r['group']} {TITLES[r['method']]}: seed{'s' if len(r['seeds']) > 1 else ''} "
-             f"{', '.join(map(str, r['seeds']))} of {r['needed']} (`{r['command']}`)" for r in rows]
+             f"{seed_span(r['seeds'])} of {r['needed']}{' (power)' if r['by_power'] else ''} (`{r['command']}`)"
+             for r in rows]
     return "\n".join([head, "", *lines]) + "\n"
