@@ -651,7 +651,8 @@ def runs(scale: str = typer.Option("mini", "--scale", help="Whose records to lis
          fmt: str = typer.Option("text", "--format", help="text, markdown, csv or json."),
          missing: bool = typer.Option(False, "--missing", help="List the runs still to make instead: the seeds each "
                                       "cell needs with no record (five for Table 1 and the cells claims compare, "
-                                      "more where a claim's power asks; three elsewhere)."),
+                                      "more where a claim's power asks; three elsewhere), and the hours of training "
+                                      "they need on each machine the records trained on."),
          results: Path = typer.Option(Path("results"), "--results", help="Folder of run records.")):
     """List the runs behind the tables: status, updates, training and evaluation time, machine, start, commit.
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from repro.results import (current_hash, hardware, load_records, machine, read_json, record_path, recipes_dir,
-                           stretch_hardware, stretches)
+                           stretch_hardware, stretches, where)
 from repro.tables.spec import SPECS
 from repro.train.lock import lock_holder
 
@@ -98,7 +98,7 @@ def plan(table: int, scale: str, seeds: int, cells: list[str], results_dir: Path
     threads = threads or launch_threads(out, jobs)
     rates = measured_rates() if scale == "paper" else []
     gpus = slurm_gpus or max(_local_gpus(), 1)
-    paces = stretch_paces(records, threads, here, cuda_graphs) if slurm_gpus is None else []
+    paces = stretch_paces(records + calibrated, threads, here, cuda_graphs) if slurm_gpus is None else []
     # runs training now go at their own pace, which also tells their depth's cost where nothing recorded does
     now = {r.name: pace for r in out if r.state == "running" and (pace := own_pace(r)) is not None}
     depths_now = {depth(r.recipe_name): now[r.name] for r in out if r.name in now} if slurm_gpus is None else {}
@@ -152,25 +152,52 @@ SHARED_BELOW = 0.75
 
 def stretch_paces(records: list[dict], threads: int, here: str,
                   cuda_graphs: bool = False) -> list[tuple[str, float, int]]:
-    """(recipe name, seconds, updates) of every stretch of training in `records` made on machine `here` with
-    `threads` CPU threads, with CUDA graphs or without as `cuda_graphs` says: a resumed run's stretches one by one
-    (each keeps its hardware, threads and seconds, so a run resumed here from another machine's checkpoint gives
-    only its stretches here), an unresumed run whole.
-    Records of before threads were kept have none to match; a CPU stretch that shared its cores with other work
-    (its CPU seconds tell, where kept) does not stand for a run's pace at those threads."""
-    paces = []
+    """(recipe name, seconds, batches) of every stretch of training in `records` (repro/reproduce.py:
+    recorded_stretches) made on machine `here` with `threads` CPU threads, with CUDA graphs or without as
+    `cuda_graphs` says."""
+    return [(s["recipe"], s["seconds"], s["batches"]) for s in recorded_stretches(records)
+            if s["machine"] == here and s["threads"] == threads and s["cuda_graphs"] == cuda_graphs]
+
+
+def recorded_stretches(records: list[dict]) -> list[dict]:
+    """Every stretch of training in `records` that tells a pace: a resumed run's stretches one by one (each keeps its
+    hardware, threads and seconds, so a run resumed here from another machine's checkpoint gives only its stretches
+    here), an unresumed run whole; with the batches of its recipe's size the stretch made (updates times
+    `batches_per_update`, times the runs of a group), so that a tokens-x4 calibration run or an earlier regime's
+    run prices a recipe's update as well as the recipe's own runs do.
+    Records of before threads were kept have none; a CPU stretch that shared its cores with other work (its CPU
+    seconds tell, where kept) does not stand for a run's pace at its threads."""
+    out = []
     for rec in records:
+        per_update = batches_per_update(rec)
         for part in stretches(rec):
             updates = (part.get("to_update") or 0) - (part.get("from_update") or 0)
-            hw, seconds = part.get("hardware", {}), part.get("duration_s")
-            if (machine(hw) != here or hw.get("threads") != threads or not seconds or updates <= 0
-                    or bool(part.get("cuda_graphs")) != cuda_graphs):
+            hw, seconds, cpu = part.get("hardware") or rec.get("hardware") or {}, part.get("duration_s"), part.get("cpu_s")
+            if not seconds or updates <= 0 or (not hw.get("gpus") and cpu is not None and hw.get("threads")
+                                               and cpu < SHARED_BELOW * seconds * hw["threads"]):
                 continue
-            cpu = part.get("cpu_s")
-            if not hw.get("gpus") and cpu is not None and cpu < SHARED_BELOW * seconds * threads:
-                continue
-            paces.append((rec["recipe_name"], seconds, updates))
-    return paces
+            out.append({"recipe": rec["recipe_name"], "machine": machine(hw), "where": where(hw),
+                        "threads": hw.get("threads"), "gpus": hw.get("gpus") or 0,
+                        "cuda_graphs": bool(part.get("cuda_graphs")), "seconds": seconds,
+                        "batches": updates * per_update * (part.get("group_size") or 1)})
+    return out
+
+
+def batches_per_update(rec: dict) -> int:
+    """Batches of its recipe's size (data.max_tokens, on all its GPUs together) one update of a record's run took:
+    as its batching says where kept (a tokens-x4 run's four, in four forwards or one), else its overrides'
+    optim.gpus_per_update (a calibration run), else its recipe's at its scale."""
+    b = rec.get("batching")
+    if b:
+        return b["forwards_per_update"] * b["batches_per_forward"] * ((rec.get("hardware") or {}).get("world_size") or 1)
+    for o in rec.get("overrides") or []:
+        if o.startswith("optim.gpus_per_update="):
+            return int(o.split("=", 1)[1])
+    from repro.config import RecipeError
+    try:
+        return recipe_batches(rec["recipe_name"], rec["scale"])
+    except RecipeError:  # a recipe since removed: its own batch
+        return 1
 
 
 def estimate(name: str, scale: str, threads: int, paces: list[tuple[str, float, int]],
@@ -181,27 +208,28 @@ def estimate(name: str, scale: str, threads: int, paces: list[tuple[str, float, 
     other (two CPUs of one name ran mini MT 2.5x apart); last, where nothing recorded tells of its depth yet (60L-12L
     before its first record), the seconds per update of a run of its depth training now (`depths_now`)."""
     for pick, what in ((lambda n: n == name, ""), (lambda n: depth(n) == depth(name), "its depth")):
-        hits = [(seconds, updates) for n, seconds, updates in paces if pick(n)]
-        if hits:  # seconds per update over all the stretches, each weighing as many updates as it made
-            per_update = sum(s for s, _ in hits) / sum(u for _, u in hits)
+        hits = [(seconds, batches) for n, seconds, batches in paces if pick(n)]
+        if hits:  # seconds per batch over all the stretches, each weighing as many batches as it made
+            per_batch = sum(s for s, _ in hits) / sum(b for _, b in hits)
             at = f"{threads} thread" + ("s" if threads > 1 else "")
-            return [per_update * recipe_updates(name, scale)], ", ".join(x for x in (what, at) if x)
-    for records, where in pools:
+            return [per_batch * recipe_batches(name, scale) * recipe_updates(name, scale)], \
+                ", ".join(x for x in (what, at) if x)
+    for records, source in pools:
         for durations, what in (([full_length_s(r) for r in records if r["recipe_name"] == name], ""),
                                 ([full_length_s(r) for r in records if depth(r["recipe_name"]) == depth(name)],
                                  "its depth")):
             if durations:
-                return durations, ", ".join(x for x in (what, where) if x)
+                return durations, ", ".join(x for x in (what, source) if x)
     if depth(name) in depths_now:
         return [depths_now[depth(name)] * recipe_updates(name, scale)], "its depth, training now"
     return [], ""
 
 
 def calibration_timings(results_dir: Path, scale: str) -> list[dict]:
-    """The calibration grids' runs (results/<scale>/calibration/<task>/) as timings of their baseline recipes: the
+    """The calibration grids' runs (results/<scale>/calibration/<task>/ and v2/<task>/) as timings of their baseline recipes: the
     last word on a task's cost before any table run of it has been made (ASR's grid comes before Table 4)."""
     out = []
-    for path in sorted((Path(results_dir) / scale / "calibration").glob("*/*.json")):
+    for path in sorted((Path(results_dir) / scale / "calibration").rglob("*.json")):
         rec = json.loads(path.read_text())
         if isinstance(rec, dict) and "recipe_name" in rec and rec.get("duration_s") and rec.get("step"):
             out.append({**rec, "updates": rec["step"], "calibration": True})
@@ -209,18 +237,21 @@ def calibration_timings(results_dir: Path, scale: str) -> list[dict]:
 
 
 def full_length_s(rec: dict) -> float:
-    """A record's duration as a run of its recipe's full length: a run the failure rule stopped early stands for
-    a whole one at its own rate (Gigaword 18L-18L Post-LN stopped at update 2,875 of 3,500), and so does a
-    calibration run, whose length is the grid's cap rather than the recipe's."""
-    if not rec.get("updates") or (rec.get("status") != "failed" and not rec.get("calibration")):
-        return rec["duration_s"]
+    """A record's duration as a run of its recipe's length and batch as they are now: a completed run of the current
+    recipe is one; a run the failure rule stopped early stands for a whole one at its own rate (Gigaword 18L-18L
+    Post-LN stopped at update 2,875 of 3,500), and so do a calibration run, whose length is the grid's cap and whose
+    batch may be four of the recipe's, and a run of an earlier regime of its recipe (Gigaword's 3,500 updates
+    before its 6,750)."""
     from repro.config import RecipeError
     try:
-        planned = recipe_updates(rec["recipe_name"], rec["scale"])
+        if (rec.get("status") != "failed" and not rec.get("calibration")
+                and rec.get("recipe_hash") == current_hash(rec["recipe_name"], rec["scale"])):
+            return rec["duration_s"]
+        planned = recipe_updates(rec["recipe_name"], rec["scale"]) * recipe_batches(rec["recipe_name"], rec["scale"])
     except RecipeError:
         return rec["duration_s"]
-    ratio = planned / rec["updates"]
-    return rec["duration_s"] * (ratio if rec.get("calibration") else max(ratio, 1.0))
+    made = (rec.get("updates") or 0) * batches_per_update(rec)
+    return rec["duration_s"] * planned / made if made else rec["duration_s"]
 
 
 def run_state(run: PlannedRun, results_dir: Path) -> tuple[str, str]:
@@ -337,6 +368,12 @@ def recipe_updates(recipe_name: str, scale: str) -> int:
     """The updates a recipe trains for at a scale."""
     from repro.config import resolve
     return resolve(recipes_dir() / f"{recipe_name}.yaml", scale).recipe.optim.max_updates
+
+
+def recipe_batches(recipe_name: str, scale: str) -> int:
+    """The batches of data.max_tokens one update of a recipe takes at a scale (optim.gpus_per_update)."""
+    from repro.config import resolve
+    return resolve(recipes_dir() / f"{recipe_name}.yaml", scale).recipe.optim.gpus_per_update
 
 
 def logged_update(run_dir: Path) -> int:

@@ -242,6 +242,30 @@ def test_plan_estimates_from_the_recipe_then_its_depth_on_this_machine_first(tmp
     assert summ[1].estimate_s is None  # a deeper model's cost is not guessed from the shallow grid
 
 
+def test_plan_prices_an_earlier_regimes_run_and_a_tokens_x4_calibration_run_per_batch(tmp_path):
+    """A record of an earlier regime of the recipe (its hash stale: 3,500 updates where the recipe now makes
+    another number) stands for a run of today's length at its own pace, and a calibration run of four batches an
+    update costs four batches' time an update: both are priced per batch of the recipe."""
+    from repro.reproduce import plan, recipe_updates
+    from repro.results import hardware, write_record
+    from test_tables import record
+    here = {**hardware(), "threads": 1}
+    write_record(tmp_path, {**record("gigaword/18L-18L-pre_ln", 1, metrics={"bleu_average": 1.0}),
+                            "recipe_hash": "an0ld0regime", "updates": 3500, "duration_s": 7000.0,
+                            "hardware": {**here, "threads": None}})
+    grid = tmp_path / "mini/calibration/v2/gigaword"
+    grid.mkdir(parents=True)
+    (grid / "gigaword-6L-6L-pre_ln-w1000-lr0.001-x4.json").write_text(json.dumps(
+        {"recipe_name": "gigaword/6L-6L-pre_ln", "scale": "mini", "status": "completed", "step": 500,
+         "duration_s": 1000.0, "cpu_s": 990.0, "hardware": here, "overrides": ["optim.gpus_per_update=4"],
+         "batching": {"tokens_per_gpu": 2048, "batches_per_forward": 1, "forwards_per_update": 4}}))
+    deep, shallow = plan(2, "mini", 1, ["18L-18L:b2t", "6L-6L:b2t"], tmp_path, tmp_path / "runs", threads=1)
+    assert deep.state == "missing" and (deep.estimate_s, deep.estimate_from) == (
+        pytest.approx(2.0 * recipe_updates("gigaword/18L-18L-b2t", "mini")), "its depth")
+    assert (shallow.estimate_s, shallow.estimate_from) == (
+        pytest.approx(0.5 * recipe_updates("gigaword/6L-6L-b2t", "mini")), "its depth, 1 thread")
+
+
 def test_sigterm_stops_the_jobs_and_an_ignored_sighup_stays_ignored(tmp_path):
     """`kill` (SIGTERM) of a running reproduce stops its jobs too; each runs in a session of its own, so it would
     otherwise train on, orphaned, holding its run directory's lock. Under nohup (SIGHUP ignored) a closed terminal

@@ -306,6 +306,50 @@ def test_runs_missing_asks_an_inconclusive_comparison_for_the_seeds_its_power_ne
     assert f"seeds 3-{needed} of {needed} (power)" in render_missing(tmp_path, "mini", "markdown")
 
 
+def test_runs_missing_prices_each_depth_on_each_machine_its_records_trained_on(tmp_path):
+    """The compute still needed, per task and depth: the missing runs times the recipe's batches at each machine's
+    recorded seconds per batch, of the recipe else its depth; a calibration run of four batches an update counts
+    four; a depth that never trained on a machine is not priced there, nor a CPU stretch of unknown threads."""
+    from repro.reproduce import recipe_updates
+    from repro.tables.runs import missing_compute, missing_runs
+    cpu = {"device": "cpu (x86_64)", "cpu": "Intel(R) Xeon(R) Processor (AVX512)", "cpu_id":
+           "GenuineIntel family 6 model 167", "cpu_count": 2, "gpus": 0, "threads": 1}
+    gpu = {"device": "NVIDIA H200", "cpu": "Intel(R) Xeon(R) Processor (AVX512)", "cpu_count": 16, "gpus": 1,
+           "threads": 1}
+    # 18L-18L Post-LN on the CPU: 1,000 updates in 2,000 s (2 s a batch); a whole run on the GPU, 0.1 s a batch
+    write_record(tmp_path, record("18L-18L-post_ln", 1, metrics={"bleu_average": 1.0}, updates=1000,
+                                  duration_s=2000.0, cpu_s=1990.0, hardware=cpu))
+    write_record(tmp_path, record("18L-18L-pre_ln", 1, metrics={"bleu_average": 1.0}, updates=1000,
+                                  duration_s=100.0, hardware=gpu))
+    write_record(tmp_path, record("6L-6L-pre_ln", 1, metrics={"bleu_average": 1.0}, updates=1000,
+                                  duration_s=500.0, hardware={**cpu, "threads": None}))  # threads unknown
+    # Gigaword's calibration: 500 updates of four batches in 1,000 s on the CPU, 0.5 s a batch
+    grid = tmp_path / "mini/calibration/v2/gigaword"
+    grid.mkdir(parents=True)
+    (grid / "gigaword-6L-6L-pre_ln-w1000-lr0.001-x4.json").write_text(json.dumps(
+        {"recipe_name": "gigaword/6L-6L-pre_ln", "scale": "mini", "status": "completed", "step": 500,
+         "duration_s": 1000.0, "hardware": cpu, "overrides": ["optim.gpus_per_update=4"],
+         "batching": {"tokens_per_gpu": 2048, "batches_per_forward": 1, "forwards_per_update": 4}}))
+    rows = missing_runs(tmp_path, "mini")
+    costs, words = missing_compute(tmp_path, "mini", rows)
+    by = {(c["task"], c["depth"]): c for c in costs}
+    mt18 = by[("mt", "18L-18L")]
+    runs18 = sum(len(r["seeds"]) for r in rows if r["group"] == "18L-18L" and r["table"] in (1, 5, 9, 11))
+    length = recipe_updates("18L-18L-b2t", "mini")
+    assert mt18["runs"] == runs18
+    assert mt18["seconds"]["Intel Xeon 6/167, 1 thread"] == pytest.approx(runs18 * length * 2.0)
+    assert mt18["seconds"]["1 x H200"] == pytest.approx(runs18 * length * 0.1)
+    assert by[("mt", "6L-6L")]["seconds"] == {} and by[("mt", "60L-12L")]["seconds"] == {}
+    giga6 = by[("gigaword", "6L-6L")]
+    assert giga6["seconds"] == {"Intel Xeon 6/167, 1 thread": pytest.approx(
+        giga6["runs"] * recipe_updates("gigaword/6L-6L-pre_ln", "mini") * 0.5)}
+    assert by[("gigaword", "18L-18L")]["seconds"] == {}
+    assert words["1 x H200"] == "1 x NVIDIA H200, 16 cores"
+    text = render_missing(tmp_path, "mini", "markdown")
+    assert "| task | depth | runs | 1 x H200 | Intel Xeon 6/167, 1 thread |" in text
+    assert f"| mt | 60L-12L | {by[('mt', '60L-12L')]['runs']} | - | - |" in text
+
+
 def test_a_note_stored_with_a_record_is_shown_beside_its_table(tmp_path):
     write_record(tmp_path, record("6L-6L-b2t", 1, metrics={"bleu_average": 20.0}, encoder_layers=6, decoder_layers=6,
                                   note="writes one sentence for every source"))

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from repro.claims import CLAIMS
-from repro.results import current_records, stretch_hardware, stretches, where
+from repro.results import current_records, load_records, stretch_hardware, stretches, where
 from repro.tables.spec import SPECS, TITLES
 
 RUN_FORMATS = ("text", "markdown", "csv", "json")
@@ -159,7 +159,8 @@ def render_missing(results_dir: Path, scale: str, fmt: str = "text") -> str:
         raise ValueError(f"--format {fmt!r}: expected one of {', '.join(RUN_FORMATS)}")
     rows = missing_runs(results_dir, scale)
     if fmt == "json":
-        return json.dumps({"scale": scale, "rows": rows}, indent=2) + "\n"
+        costs, words = missing_compute(results_dir, scale, rows)
+        return json.dumps({"scale": scale, "rows": rows, "compute": costs, "machines": words}, indent=2) + "\n"
     if fmt == "csv":
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
@@ -177,4 +178,71 @@ def render_missing(results_dir: Path, scale: str, fmt: str = "text") -> str:
     lines = [f"- Table {r['table']}, {r['group']} {TITLES[r['method']]}: seed{'s' if len(r['seeds']) > 1 else ''} "
              f"{seed_span(r['seeds'])} of {r['needed']}{' (power)' if r['by_power'] else ''} (`{r['command']}`)"
              for r in rows]
-    return "\n".join([head, "", *lines]) + "\n"
+    return "\n".join([head, "", *lines, "", render_compute(*missing_compute(results_dir, scale, rows))]) + "\n"
+
+
+def render_compute(costs: list[dict], words: dict[str, str]) -> str:
+    """The missing runs' hours of training per task and depth (rows) on each machine the records trained on
+    (columns, GPUs first), with each machine's full name."""
+    labels = sorted({label for c in costs for label in c["seconds"]}, key=lambda x: ("thread" in x, x))
+    head = ("**The compute they need**: hours of training, at the pace the records kept of each recipe (else of its "
+            "depth) on each machine, CPUs at the threads a run had (runs of one thread train side by side, one per "
+            "core); evaluation adds minutes; \"-\": that depth never trained there")
+    if not labels:
+        return head + ": no record keeps a pace yet\n"
+    hours = lambda s: "-" if s is None else f"{s / 3600:.1f} h" if s >= 3600 else f"{s / 60:.0f} min"
+    table = ["| task | depth | runs | " + " | ".join(labels) + " |", "|---|---|---|" + "---|" * len(labels)]
+    table += [f"| {c['task']} | {c['depth']} | {c['runs']} | "
+              + " | ".join(hours(c["seconds"].get(label)) for label in labels) + " |" for c in costs]
+    machines = {label.split(",")[0]: words[label] for label in labels}  # one machine's thread counts: one name
+    legend = "; ".join(f"{short}: {full}" for short, full in machines.items())
+    return "\n".join([head + ":", "", *table, "", f"Machines: {legend}."])
+
+
+
+def missing_compute(results_dir: Path, scale: str, rows: list[dict]) -> tuple[list[dict], dict[str, str]]:
+    """What the missing runs `rows` cost, per task and depth, on each machine the records have trained on: at the
+    pace of that machine's stretches of training (seconds per batch, repro/reproduce.py: recorded_stretches) of the
+    same recipe, else of its task and depth; for CPU stretches at one thread count (a CPU's pace differs with its
+    threads), for GPU stretches with CUDA graphs or without. A depth that never trained on a machine is not priced
+    there: a deep model's cost is not guessed from a shallow one's. Training only: evaluation adds minutes.
+    Returns rows of task, depth, runs and {machine label: seconds}, and each label's full words."""
+    from repro.reproduce import calibration_timings, depth, recipe_batches, recipe_updates, recorded_stretches
+    records = [r for r in load_records(results_dir, scale) if not r.get("overrides") and r.get("duration_s")]
+    paces: dict[str, dict[str, list[float]]] = {}  # label -> recipe name or depth -> [seconds, batches]
+    words: dict[str, str] = {}
+    for s in recorded_stretches(records + calibration_timings(results_dir, scale)):
+        if not s["gpus"] and not s["threads"]:
+            continue  # a CPU stretch of before threads were kept
+        label = machine_label(s)
+        words[label] = s["where"]
+        for name in (s["recipe"], depth(s["recipe"])):
+            total = paces.setdefault(label, {}).setdefault(name, [0.0, 0])
+            total[0], total[1] = total[0] + s["seconds"], total[1] + s["batches"]
+    out: list[dict] = []
+    for r in rows:
+        task, group = SPECS[r["table"]].recipe_folder or "mt", r["group"]
+        row = next((x for x in out if (x["task"], x["depth"]) == (task, group)), None)
+        if row is None:
+            row = {"task": task, "depth": group, "runs": 0, "seconds": {}}
+            out.append(row)
+        row["runs"] += len(r["seeds"])
+        length = recipe_batches(r["recipe"], scale) * recipe_updates(r["recipe"], scale)
+        for label, known in paces.items():
+            if pace := known.get(r["recipe"]) or known.get(depth(r["recipe"])):
+                row["seconds"][label] = row["seconds"].get(label, 0.0) + len(r["seeds"]) * length * pace[0] / pace[1]
+    return out, words
+
+
+def machine_label(stretch: dict) -> str:
+    """A short name for a machine and how it trained: "1 x H200, graphs", "Xeon 6/167, 1 thread"."""
+    hw = stretch["where"]
+    if stretch["gpus"]:
+        name = hw.split(", ")[0].replace("NVIDIA ", "").replace(" 80GB HBM3", "")
+        return name + (", graphs" if stretch["cuda_graphs"] else "")
+    cpu = hw.split(", ")[0]
+    short = " ".join(w for w in cpu.replace("(R)", "").replace("(TM)", "").split()
+                     if w not in ("Processor", "(AVX512)", "(AVX2)", "CPU"))
+    family = next((part.split("family ")[1].replace(" model ", "/") for part in hw.split(", ") if "family" in part), "")
+    threads = stretch["threads"]
+    return f"{short} {family}".strip() + f", {threads} thread{'s' if threads > 1 else ''}"
