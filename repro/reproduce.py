@@ -591,14 +591,17 @@ def describe_plan(runs: list[PlannedRun], jobs: int = 1, grouped: list[list[Plan
             "; ".join(x for x in (r.detail, r.estimate_from) if x)
         lines.append(f"{r.state:8} {r.name:45} {est:>36}  {detail}")
     todo = [r for r in runs if r.state != "done"]
-    known = [r.estimate_s for r in todo if r.estimate_s is not None]
+    # a cost read from other machines' records is no time on this one: shown per run, left out of the totals
+    priced = lambda r: r.estimate_s is not None and "other machines" not in r.estimate_from
+    known = [r.estimate_s for r in todo if priced(r)]
+    foreign = sum(r.estimate_s is not None and not priced(r) for r in todo)
     total = f"; about {sum(known) / 3600:.1f} h of runs where earlier runs tell" if known else ""
     groups = [lane for lane in grouped or [] if len(lane) > 1]
     if groups:
         # a group's time: its members' runs at the gain measured for its size on this device, else no gain
         gains = {len(g): group_gain(len(g), device) for g in groups}
         lane_s = [sum(r.estimate_s for r in lane) / (gains.get(len(lane)) or 1.0) if len(lane) > 1
-                  else lane[0].estimate_s for lane in grouped if all(r.estimate_s is not None for r in lane)]
+                  else lane[0].estimate_s for lane in grouped if all(priced(r) for r in lane)]
         measured = ", ".join(f"{n} seeds {g:.1f}x" for n, g in sorted(gains.items()) if g)
         plural = "s" if len(groups) > 1 else ""
         lines.append(f"grouped: {sum(len(g) for g in groups)} runs train as {len(groups)} group{plural} of seeds, "
@@ -610,6 +613,8 @@ def describe_plan(runs: list[PlannedRun], jobs: int = 1, grouped: list[list[Plan
             total = f"; about {sum(known) / 3600:.1f} h of processes where earlier runs tell"
     if known and jobs > 1:
         total += f", {wall_time(known, jobs) / 3600:.1f} h of wall time at {jobs} at once"
+    if foreign:
+        total += f"; {foreign} run{'s' if foreign > 1 else ''} priced from other machines only, not in the total"
     counts = ", ".join(f"{sum(r.state == s for r in runs)} {s}" for s in ("done", "running", "partial", "missing")
                        if s != "running" or any(r.state == s for r in runs))
     return "\n".join(lines + [f"{len(runs)} runs: {counts}{total}"]) + "\n"

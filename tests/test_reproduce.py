@@ -214,7 +214,9 @@ def test_plan_estimates_from_the_recipe_then_its_depth_on_this_machine_first(tmp
         (9000.0, "its depth, other machines")
     text = describe_plan(list(runs.values()))
     assert "~120 min (its depth)" in text and "~150 min (its depth, other machines)" in text
-    assert "about 6.5 h of runs" in text  # 18L-18L Post-LN and Pre-LN at two hours each, 60L-12L B2T at 2.5 h
+    # 18L-18L Post-LN and Pre-LN at two hours each; 60L-12L B2T's 2.5 h are another machine's, no time here
+    assert "about 4.0 h of runs where earlier runs tell; 1 run priced from other machines only, not in the total" \
+        in text
     # An interrupted run costs what is left of it; its checkpoints count by number, not by name.
     run_dir = tmp_path / "runs/18L-18L-pre_ln-mini-s1"
     run_dir.mkdir(parents=True)
