@@ -172,9 +172,11 @@ def recorded_stretches(records: list[dict]) -> list[dict]:
         per_update = batches_per_update(rec)
         for part in stretches(rec):
             updates = (part.get("to_update") or 0) - (part.get("from_update") or 0)
-            hw, seconds, cpu = part.get("hardware") or rec.get("hardware") or {}, part.get("duration_s"), part.get("cpu_s")
-            if not seconds or updates <= 0 or (not hw.get("gpus") and cpu is not None and hw.get("threads")
-                                               and cpu < SHARED_BELOW * seconds * hw["threads"]):
+            hw, seconds, cpu = (part.get("hardware") or rec.get("hardware") or {}, part.get("duration_s"),
+                                part.get("cpu_s"))
+            if not seconds or updates <= 0:
+                continue
+            if not hw.get("gpus") and cpu is not None and cpu < SHARED_BELOW * seconds * (hw.get("threads") or 0):
                 continue
             out.append({"recipe": rec["recipe_name"], "machine": machine(hw), "where": where(hw),
                         "threads": hw.get("threads"), "gpus": hw.get("gpus") or 0,
@@ -189,7 +191,8 @@ def batches_per_update(rec: dict) -> int:
     optim.gpus_per_update (a calibration run), else its recipe's at its scale."""
     b = rec.get("batching")
     if b:
-        return b["forwards_per_update"] * b["batches_per_forward"] * ((rec.get("hardware") or {}).get("world_size") or 1)
+        world = (rec.get("hardware") or {}).get("world_size") or 1
+        return b["forwards_per_update"] * b["batches_per_forward"] * world
     for o in rec.get("overrides") or []:
         if o.startswith("optim.gpus_per_update="):
             return int(o.split("=", 1)[1])
@@ -226,8 +229,9 @@ def estimate(name: str, scale: str, threads: int, paces: list[tuple[str, float, 
 
 
 def calibration_timings(results_dir: Path, scale: str) -> list[dict]:
-    """The calibration grids' runs (results/<scale>/calibration/<task>/ and v2/<task>/) as timings of their baseline recipes: the
-    last word on a task's cost before any table run of it has been made (ASR's grid comes before Table 4)."""
+    """The calibration grids' runs (results/<scale>/calibration/<task>/, and v2/<task>/) as timings of their baseline
+    recipes: the last word on a task's cost before any table run of it has been made (ASR's grid comes before
+    Table 4)."""
     out = []
     for path in sorted((Path(results_dir) / scale / "calibration").rglob("*.json")):
         rec = json.loads(path.read_text())

@@ -199,7 +199,6 @@ def render_compute(costs: list[dict], words: dict[str, str]) -> str:
     return "\n".join([head + ":", "", *table, "", f"Machines: {legend}."])
 
 
-
 def missing_compute(results_dir: Path, scale: str, rows: list[dict]) -> tuple[list[dict], dict[str, str]]:
     """What the missing runs `rows` cost, per task and depth, on each machine the records have trained on: at the
     pace of that machine's stretches of training (seconds per batch, repro/reproduce.py: recorded_stretches) of the
@@ -235,7 +234,7 @@ def missing_compute(results_dir: Path, scale: str, rows: list[dict]) -> tuple[li
 
 
 def machine_label(stretch: dict) -> str:
-    """A short name for a machine and how it trained: "1 x H200, graphs", "Xeon 6/167, 1 thread"."""
+    """A short name for a machine and how it trained: "1 x H200, graphs", "Intel Xeon 6/167, 1 thread"."""
     hw = stretch["where"]
     if stretch["gpus"]:
         name = hw.split(", ")[0].replace("NVIDIA ", "").replace(" 80GB HBM3", "")
