@@ -311,3 +311,33 @@ def test_a_task_calibration_v2_found_not_informative_has_its_claims_read_so(tmp_
     assert any("summarisation" in c for c in before)
     assert "not informative" in render_claims(results, "mini", "markdown")
     assert all(r["verdict"] != "not informative" for r in evaluate_claims(results, "mini", "v1"))
+
+
+def test_findings_say_per_task_what_each_claim_reads_and_the_runs_and_hours_it_still_needs(tmp_path):
+    """The findings (repro/findings.py) group each task's claims by verdict, with the test that decided each and the
+    runs its cells lack: priced as wall time on the fastest machine setting that recorded a pace of them all, a
+    two-core CPU training two one-thread runs at once."""
+    from repro.findings import hours, render_findings
+    from repro.reproduce import recipe_updates
+    cpu = {"device": "cpu (x86_64)", "cpu": "Intel(R) Xeon(R) Processor (AVX512)", "cpu_id":
+           "GenuineIntel family 6 model 167", "cpu_count": 2, "gpus": 0, "threads": 1}
+    bleu = lambda v: {"bleu_average": v}
+    for seed, (post, pre) in enumerate(((28.0, 31.0), (28.3, 31.2), (28.1, 30.9)), start=1):
+        # 100 updates in 600 s each: 6 s an update of the recipe's batches
+        write_record(tmp_path, record("6L-6L-post_ln", seed, metrics=bleu(post), updates=100, duration_s=600.0,
+                                      cpu_s=598.0, hardware=cpu))
+        write_record(tmp_path, record("6L-6L-pre_ln", seed, metrics=bleu(pre), updates=100, duration_s=600.0,
+                                      cpu_s=598.0, hardware=cpu))
+    text = render_findings(tmp_path, "mini")
+    mt = text.split("**Summarisation")[0]
+    assert mt.startswith("**Machine translation") and "0 reproduced, 1 not reproduced" in mt
+    line = next(x for x in mt.splitlines() if "6L-6L MT: Post-LN >= Pre-LN" in x)
+    assert line.startswith("- not reproduced: 6L-6L MT: Post-LN >= Pre-LN on BLEU (Table 1): Welch diff -2.90")
+    wall = 4 * recipe_updates("6L-6L-post_ln", "mini") * 6.0 / 2  # four runs, two at a time
+    assert line.endswith(f"still to run: 4 runs (6L-6L-post_ln seeds 4, 5, 6L-6L-pre_ln seeds 4, 5); "
+                         f"{hours(wall)} on Intel Xeon 6/167, 1 thread")
+    # a claim of a depth no record priced, and a task with no record at all
+    deep = next(x for x in mt.splitlines() if "18L-18L MT: B2T trains" in x)
+    assert deep.startswith("- not run:") and deep.endswith("(18L-18L-b2t seeds 1-5); not priced: no record keeps "
+                                                           "a pace of all their depths on one machine")
+    assert "**Language modelling (Table 3)**: 0 reproduced, 0 not reproduced, 0 inconclusive, 4 not run" in text

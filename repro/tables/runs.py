@@ -199,25 +199,35 @@ def render_compute(costs: list[dict], words: dict[str, str]) -> str:
     return "\n".join([head + ":", "", *table, "", f"Machines: {legend}."])
 
 
-def missing_compute(results_dir: Path, scale: str, rows: list[dict]) -> tuple[list[dict], dict[str, str]]:
-    """What the missing runs `rows` cost, per task and depth, on each machine the records have trained on: at the
-    pace of that machine's stretches of training (seconds per batch, repro/reproduce.py: recorded_stretches) of the
-    same recipe, else of its task and depth; for CPU stretches at one thread count (a CPU's pace differs with its
-    threads), for GPU stretches with CUDA graphs or without. A depth that never trained on a machine is not priced
-    there: a deep model's cost is not guessed from a shallow one's. Training only: evaluation adds minutes.
-    Returns rows of task, depth, runs and {machine label: seconds}, and each label's full words."""
-    from repro.reproduce import calibration_timings, depth, recipe_batches, recipe_updates, recorded_stretches
+def machine_paces(results_dir: Path, scale: str) -> tuple[dict[str, dict[str, list[float]]], dict[str, str]]:
+    """Each machine's recorded pace, by label (machine_label): {recipe name or depth: [seconds, batches]} over its
+    stretches of training (seconds per batch, repro/reproduce.py: recorded_stretches), CPU stretches at one thread
+    count (a CPU's pace differs with its threads), GPU stretches with CUDA graphs or without; and each label's full
+    words. CPU stretches of before threads were kept tell no pace."""
+    from repro.reproduce import calibration_timings, depth, recorded_stretches
     records = [r for r in load_records(results_dir, scale) if not r.get("overrides") and r.get("duration_s")]
-    paces: dict[str, dict[str, list[float]]] = {}  # label -> recipe name or depth -> [seconds, batches]
+    paces: dict[str, dict[str, list[float]]] = {}
     words: dict[str, str] = {}
     for s in recorded_stretches(records + calibration_timings(results_dir, scale)):
         if not s["gpus"] and not s["threads"]:
-            continue  # a CPU stretch of before threads were kept
+            continue
         label = machine_label(s)
         words[label] = s["where"]
         for name in (s["recipe"], depth(s["recipe"])):
             total = paces.setdefault(label, {}).setdefault(name, [0.0, 0])
             total[0], total[1] = total[0] + s["seconds"], total[1] + s["batches"]
+    return paces, words
+
+
+def missing_compute(results_dir: Path, scale: str, rows: list[dict],
+                    known: tuple[dict, dict] | None = None) -> tuple[list[dict], dict[str, str]]:
+    """What the missing runs `rows` cost, per task and depth, on each machine the records have trained on
+    (`known`: machine_paces, read when not given): at that machine's pace of the same recipe, else of its task and
+    depth. A depth that never trained on a machine is not priced there: a deep model's cost is not guessed from a
+    shallow one's. Training only: evaluation adds minutes.
+    Returns rows of task, depth, runs and {machine label: seconds}, and each label's full words."""
+    from repro.reproduce import depth, recipe_batches, recipe_updates
+    paces, words = known or machine_paces(results_dir, scale)
     out: list[dict] = []
     for r in rows:
         task, group = SPECS[r["table"]].recipe_folder or "mt", r["group"]
@@ -227,8 +237,8 @@ def missing_compute(results_dir: Path, scale: str, rows: list[dict]) -> tuple[li
             out.append(row)
         row["runs"] += len(r["seeds"])
         length = recipe_batches(r["recipe"], scale) * recipe_updates(r["recipe"], scale)
-        for label, known in paces.items():
-            if pace := known.get(r["recipe"]) or known.get(depth(r["recipe"])):
+        for label, recorded in paces.items():
+            if pace := recorded.get(r["recipe"]) or recorded.get(depth(r["recipe"])):
                 row["seconds"][label] = row["seconds"].get(label, 0.0) + len(r["seeds"]) * length * pace[0] / pace[1]
     return out, words
 

@@ -1,0 +1,94 @@
+"""What the evidence at one scale says, task by task: which of the paper's claims reproduce, which do not, which stay
+inconclusive, and what each still needs (the runs its cells lack, with their hours of training on the machines the
+records trained on). Generated from the claims' verdicts (repro/claims.py) and the runs still to make
+(repro/tables/runs.py); it adds no judgement of its own."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from repro.claims import CLAIMS, evaluate_claims, task_folder, verdict_counts
+
+# (task folder, heading): the order and words of the sections
+TASKS = (("mt", "Machine translation (Tables 1, 5, 9; Figures 1, 3, 5; Table 11 extends them)"),
+         ("gigaword", "Summarisation (Tables 2, 6, 10)"), ("wikitext103", "Language modelling (Table 3)"),
+         ("librispeech", "Speech recognition (Table 4)"))
+ORDER = ("not reproduced", "inconclusive", "reproduced", "not informative", "not run")
+
+
+def claim_cells(claim) -> list[str]:
+    """The recipes a claim's verdict reads (figure 3's reads the figure data, no cell)."""
+    if claim.kind == "figure3":
+        return []
+    if claim.kind in ("fails", "trains"):
+        return [claim.a]
+    return [claim.a, *(b for b in claim.b.split(",") if b)]
+
+
+def reason(row: dict) -> str:
+    """The test behind a verdict, in a line: the deciding comparison's, the seeds that failed, or the evidence."""
+    judged = row.get("comparisons")
+    if judged:
+        if len(judged) == 1:
+            return judged[0]["why"]
+        if row["verdict"] == "reproduced":
+            return f"every one of {len(judged)} comparisons reproduced"
+        first = next(j for j in judged if j["verdict"] == row["verdict"])
+        return f"against {first['cells'][1]}: {first['why']}"
+    test = row.get("test") or {}
+    if "failed" in test:
+        return f"{test['failed']}/{test['seeds']} seeds failed" + (
+            f"; needs {test['seeds_needed']} seeds and a majority" if row["verdict"] == "inconclusive" else "")
+    return "" if row["verdict"] == "not run" else row["evidence"]
+
+
+def hours(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
+
+
+def needs(cells: list[str], missing: dict[str, dict], results_dir: Path, scale: str, known) -> str:
+    """The runs `cells` still lack, and the wall time they take on the fastest GPU and on the fastest CPU setting
+    that price all of them ("" when none is missing). A CPU trains as many runs at once as its cores hold runs of
+    the setting's threads (one-thread runs side by side); a GPU one at a time."""
+    from repro.tables.runs import missing_compute, seed_span
+    rows = [missing[c] for c in cells if c in missing]
+    if not rows:
+        return ""
+    runs = sum(len(r["seeds"]) for r in rows)
+    what = ", ".join(f"{r['recipe']} seed{'s' if len(r['seeds']) > 1 else ''} {seed_span(r['seeds'])}"
+                     for r in rows)
+    costs, words = missing_compute(results_dir, scale, rows, known)
+    wall = {}
+    for label in set.intersection(*(set(c["seconds"]) for c in costs)):
+        at_once = 1
+        if "thread" in label:  # "Intel Xeon 6/167, 1 thread" on "..., 2 cores"
+            cores = int(re.search(r"(\d+) cores", words[label]).group(1))
+            at_once = min(runs, max(1, cores // int(re.search(r"(\d+) thread", label).group(1))))
+        wall[label] = sum(c["seconds"][label] for c in costs) / at_once
+    picks = [min((x for x in wall if ("thread" in x) == cpu), key=wall.get, default=None) for cpu in (False, True)]
+    priced = "; ".join(f"{hours(wall[x])} on {x}" for x in picks if x) or "not priced: no record keeps a pace of " \
+        "all their depths on one machine"
+    return f"still to run: {runs} run{'s' if runs > 1 else ''} ({what}); {priced}"
+
+
+def render_findings(results_dir: Path, scale: str) -> str:
+    """One section per task: its verdict counts, then each claim under its verdict with the test that decided it
+    and the runs it still needs."""
+    from repro.tables.runs import machine_paces, missing_runs
+    results_dir = Path(results_dir)
+    rows = {r["claim"]: r for r in evaluate_claims(results_dir, scale)}
+    missing = {r["recipe"]: r for r in missing_runs(results_dir, scale)}
+    known = machine_paces(results_dir, scale)
+    out = []
+    for task, heading in TASKS:
+        claims = [c for c in CLAIMS if task_folder(c.a) == task]
+        judged = [rows[c.text] for c in claims]
+        out += [f"**{heading}**: {verdict_counts(judged)}", ""]
+        for verdict in ORDER:
+            for claim in (c for c in claims if rows[c.text]["verdict"] == verdict):
+                parts = [reason(rows[claim.text]), needs(claim_cells(claim), missing, results_dir, scale, known)]
+                detail = "; ".join(p for p in parts if p)
+                out.append(f"- {verdict}: {claim.text} ({claim.source})" + (f": {detail}" if detail else ""))
+        out.append("")
+    return "\n".join(out)
