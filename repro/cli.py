@@ -825,7 +825,8 @@ def calibrate(task: str = typer.Argument(..., help=f"One of: {', '.join(CALIBRAT
         threads_each = threads or default_threads(jobs, len(todo))
         console.print(f"{len(todo)} calibration runs to train ({len(spec.settings()) * 2 - len(todo)} already "
                       f"finished), {spec.max_updates:,} updates each, {min(jobs, len(todo) or 1)} at once: "
-                      + calibration.cost_line(spec, out_dir, len(todo), jobs), markup=False, highlight=False)
+                      + calibration.grid_cost(spec.scale, calibration.job_runs(spec, todo), results, threads_each,
+                                              jobs), markup=False, highlight=False)
         # Each run's record is written as the run ends, so a grid stopped part-way keeps what finished.
         done = run_jobs(todo, jobs, threads_each,
                         on_finish=lambda job: calibration.collect(spec, runs / task, out_dir))
@@ -908,8 +909,13 @@ def calibrate_v2(task: str, jobs: int, threads: int | None, decide_only: bool, r
                                               flags, one_forward)]
             if not todo:
                 break
+            runs_of = calibration.job_runs(spec, todo)
+            cost = ("grouped jobs are not priced (a group's pace is not a run's)" if runs_of is None else
+                    calibration.grid_cost(spec.scale, runs_of, results, threads or default_threads(jobs, len(todo)),
+                                          jobs, cuda_graphs) + " (at most: a run stops once its setting is settled)")
             console.print(f"{len(todo)} calibration job(s) to run ({'grouped' if grouped else 'one run each'}): "
-                          + ", ".join(j.name for j in todo), markup=False, highlight=False, soft_wrap=True)
+                          + ", ".join(j.name for j in todo) + f"; {cost}", markup=False, highlight=False,
+                          soft_wrap=True)
             # settled runs are looked for every 10 s: on a GPU a run trains hundreds of updates a minute
             done = run_jobs(todo, jobs, threads or default_threads(jobs, len(todo)), on_finish=collect,
                             on_tick=stop_settled, tick_s=10.0)

@@ -175,10 +175,13 @@ def test_mini_recipes_use_the_recorded_regime(task):
 
 def test_calibrate_decides_from_committed_records_and_states_a_grids_cost(tmp_path, monkeypatch):
     """With every record of the grid committed, `calibrate TASK` decides from them and trains nothing; before
-    training it says what the runs cost, from the committed records' durations."""
+    training it says what the runs cost at the paces the records kept: on this machine where they price it, else on
+    the fastest machine that does."""
+    import json
     import shutil
     from pathlib import Path
     from typer.testing import CliRunner
+    import repro.results
     from repro import calibration
     from repro.cli import app
     repo = Path(__file__).resolve().parents[1]
@@ -190,9 +193,30 @@ def test_calibrate_decides_from_committed_records_and_states_a_grids_cost(tmp_pa
     assert r.exit_code == 0, r.output
     assert "deciding from the 6 committed calibration records" in r.output and not (tmp_path / "runs").exists()
     spec = calibration.load_spec(repo / "recipes/calibration/mt.yaml")
-    line = calibration.cost_line(spec, results / "mini/calibration/mt", 6, 3)
-    assert line.startswith("about ") and "h each on 1 x NVIDIA H100" in line and "h of wall time" in line
-    assert calibration.cost_line(spec, tmp_path / "none", 6, 3) == "no committed record tells their time"
+    runs = calibration.job_runs(spec, calibration.jobs(spec, tmp_path / "runs", tmp_path / "data"))
+    assert len(runs) == 6
+    # the grid again: its six H100 runs took as long as the records say, the same lengths at the same batches
+    records = [json.loads(p.read_text()) for p in (results / "mini/calibration/mt").glob("*-lr*.json")]
+    hours = sum(r["duration_s"] for r in records) / 3600
+    h100 = records[0]["hardware"]
+    monkeypatch.setattr(repro.results, "hardware", lambda: {**h100, "threads": 4})
+    here = calibration.grid_cost("mini", runs, results, 4, 3)
+    assert here.startswith(f"about {hours:.1f} h of training on this machine (1 x H100), ")
+    assert f"{hours / 3:.1f} h of wall time 3 at once" in here  # six equal runs, two rounds of three
+    cpu = {"device": "cpu", "cpu": "Acme Chip", "cpu_id": "family 1 model 2", "cpu_count": 2, "gpus": 0}
+    monkeypatch.setattr(repro.results, "hardware", lambda: cpu)
+    assert calibration.grid_cost("mini", runs, results, 1, 2) == (
+        f"no record prices them on this machine (Acme Chip 1/2, 1 thread); on 1 x H100, about {hours:.1f} h of "
+        "training")
+    assert calibration.grid_cost("mini", runs, tmp_path / "none", 1, 2).startswith("no record keeps a pace")
+    # v2: a tokens-x4 run makes four of its recipe's batches an update, to the cap at most; a grouped job is not a run
+    v2 = calibration.load_spec(repo / "recipes/calibration/v2/mt.yaml")
+    todo = calibration.jobs_v2(v2, "mt", tmp_path / "runs", tmp_path / "data", False, tmp_path / "none", results)
+    per_update = {1: v2.max_updates, 4: 4 * v2.max_updates}
+    assert sorted(b for _, b in calibration.job_runs(v2, todo)) == sorted(per_update[k] for _, _, k in
+                                                                          v2.settings_v2() for _ in v2.baselines)
+    assert calibration.job_runs(v2, calibration.jobs_v2(v2, "mt", tmp_path / "runs", tmp_path / "data", True,
+                                                        tmp_path / "none", results)) is None
 
 
 # -- calibration v2 (2026-11-29) ---------------------------------------------------------------------------------
