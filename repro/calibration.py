@@ -355,8 +355,8 @@ def grid_cost(scale: str, runs: list[tuple[str, int]], results_dir: Path, thread
         return out
 
     if (mine := priced(here)) is not None:
-        return (f"about {sum(mine) / 3600:.1f} h of training on this machine ({here}), {wall_time(mine, jobs) / 3600:.1f} h "
-                f"of wall time {jobs} at once, from the paces the records kept")
+        return (f"about {sum(mine) / 3600:.1f} h of training on this machine ({here}), "
+                f"{wall_time(mine, jobs) / 3600:.1f} h of wall time {jobs} at once, from the paces the records kept")
     elsewhere = {label: sum(x) for label in paces if (x := priced(label)) is not None}
     if not elsewhere:
         return f"no record keeps a pace of these recipes or their depths, here ({here}) or elsewhere"
