@@ -607,8 +607,8 @@ def claims(scale: str = typer.Option("mini", "--scale", help="Whose records to j
 def report(scale: str = typer.Option("mini", "--scale", help="Whose records the results page shows."),
            docs: Path = typer.Option(Path("docs"), "--docs", help="Where the pages go."),
            results: Path = typer.Option(Path("results"), "--results", help="Folder of run records.")):
-    """Write the generated pages: docs/results-SCALE.md (tables, claims with their statistics, figures, runs, what
-    is still to run) from the records, docs/cli.md from the commands' own help, and the README's generated blocks
+    """Write the generated pages: docs/results-SCALE.md (the findings by task, tables, claims with their
+    statistics, figures, runs, what is still to run) from the records, docs/cli.md from the commands' own help, and the README's generated blocks
     (the claims, the regime).
 
     Example: lnrepro report --scale mini
