@@ -66,6 +66,16 @@ class Claim:
     or_metric: tuple = ()  # used where a record lacks `metric` (the mini speech corpus has one test set)
 
 
+def claim_cells(claim: Claim) -> list[str]:
+    """The recipes a claim's verdict reads: a failure or "trains" claim its one cell, a comparison all its cells
+    (figure 3's reads the figure data, no cell)."""
+    if claim.kind == "figure3":
+        return []
+    if claim.kind in ("fails", "trains"):
+        return [claim.a]
+    return [claim.a, *(b for b in claim.b.split(",") if b)]
+
+
 BLEU = ("bleu_average",)
 R1 = ("splits", "test", "rouge1")
 PPL_TEST = ("splits", "test", "perplexity")
@@ -415,7 +425,7 @@ def judge_v2(claim: Claim, records: dict[str, list[dict]], stale: dict | None = 
         one = _compare_v2(claim, *cells)
         return {"verdict": one["verdict"], "evidence": f"mean cosine {_brief(cells[0])} vs {_brief(cells[1])}; "
                 + one["why"], **({"test": one["test"]} if "test" in one else {})}
-    names = [claim.a, *[b for b in claim.b.split(",") if b]] if claim.kind not in ("fails", "trains") else [claim.a]
+    names = claim_cells(claim)
     missing = [n for n in names if not records.get(n)]
     if missing:
         return _missing(missing, records, stale)

@@ -1,6 +1,6 @@
 """What the evidence at one scale says, task by task: which of the paper's claims reproduce, which do not, which stay
-inconclusive, and what each still needs (the runs its cells lack, with their hours of training on the machines the
-records trained on). Generated from the claims' verdicts (repro/claims.py) and the runs still to make
+inconclusive, and what each still needs (the runs its cells lack, with the wall time they take on the fastest
+machines whose records priced them). Generated from the claims' verdicts (repro/claims.py) and the runs still to make
 (repro/tables/runs.py); it adds no judgement of its own."""
 
 from __future__ import annotations
@@ -8,22 +8,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from repro.claims import CLAIMS, evaluate_claims, task_folder, verdict_counts
+from repro.claims import CLAIMS, claim_cells, evaluate_claims, task_folder, verdict_counts
 
 # (task folder, heading): the order and words of the sections
 TASKS = (("mt", "Machine translation (Tables 1, 5, 9; Figures 1, 3, 5; Table 11 extends them)"),
          ("gigaword", "Summarisation (Tables 2, 6, 10)"), ("wikitext103", "Language modelling (Table 3)"),
          ("librispeech", "Speech recognition (Table 4)"))
 ORDER = ("not reproduced", "inconclusive", "reproduced", "not informative", "not run")
-
-
-def claim_cells(claim) -> list[str]:
-    """The recipes a claim's verdict reads (figure 3's reads the figure data, no cell)."""
-    if claim.kind == "figure3":
-        return []
-    if claim.kind in ("fails", "trains"):
-        return [claim.a]
-    return [claim.a, *(b for b in claim.b.split(",") if b)]
 
 
 def reason(row: dict) -> str:
