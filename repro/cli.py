@@ -959,9 +959,11 @@ def calibrate_v2(task: str, jobs: int, threads: int | None, decide_only: bool, r
 
 def entry():
     """The `lnrepro` command: a wrong argument or option is one line naming it, exit 2 (click's default is three)."""
+    import faulthandler
     import sys
 
     from rich.text import Text
+    faulthandler.enable()  # a crash in native code (a segfault, glibc's abort) prints the Python stack it hit
     usage_error = typer.BadParameter.__mro__[1]  # the UsageError of the click that typer carries
     try:
         code = app(standalone_mode=False)

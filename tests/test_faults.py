@@ -294,6 +294,20 @@ def test_ctrl_c_checkpoints_the_update_in_flight_and_says_how_to_continue(tiny_r
     assert json.loads((run / "status.json").read_text())["step"] == step + 2
 
 
+def test_a_native_crash_prints_the_python_stack_it_hit():
+    """A crash below Python (a segfault, glibc aborting on a corrupted heap) leaves, in the run's log, the Python
+    lines that were running, not only the C library's one line."""
+    code = ("import ctypes, sys\n"
+            "from repro.cli import entry\n"
+            "sys.argv = ['lnrepro', '--version']\n"
+            "try:\n    entry()\nexcept SystemExit:\n    pass\n"
+            "def crash_here():\n    ctypes.string_at(0)\n"
+            "crash_here()\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert "Fatal Python error: Segmentation fault" in done.stderr and "crash_here" in done.stderr
+
+
 def test_user_text_is_printed_literally(tmp_path):
     """Brackets in a value, a path or a recipe are text, never markup: no crash, nothing swallowed."""
     from typer.testing import CliRunner
