@@ -5,7 +5,6 @@ machines whose records priced them). Generated from the claims' verdicts (repro/
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from repro.claims import CLAIMS, claim_cells, evaluate_claims, task_folder, verdict_counts
@@ -49,14 +48,9 @@ def needs(cells: list[str], missing: dict[str, dict], results_dir: Path, scale: 
     runs = sum(len(r["seeds"]) for r in rows)
     what = ", ".join(f"{r['recipe']} seed{'s' if len(r['seeds']) > 1 else ''} {seed_span(r['seeds'])}"
                      for r in rows)
-    costs, words = missing_compute(results_dir, scale, rows, known)
-    wall = {}
-    for label in set.intersection(*(set(c["seconds"]) for c in costs)):
-        at_once = 1
-        if "thread" in label:  # "Intel Xeon 6/167, 1 thread" on "..., 2 cores"
-            cores = int(re.search(r"(\d+) cores", words[label]).group(1))
-            at_once = min(runs, max(1, cores // int(re.search(r"(\d+) thread", label).group(1))))
-        wall[label] = sum(c["seconds"][label] for c in costs) / at_once
+    costs, machines = missing_compute(results_dir, scale, rows, known)
+    wall = {label: sum(c["seconds"][label] for c in costs) / min(runs, machines[label]["at_once"])
+            for label in set.intersection(*(set(c["seconds"]) for c in costs))}
     picks = [min((x for x in wall if ("thread" in x) == cpu), key=wall.get, default=None) for cpu in (False, True)]
     priced = "; ".join(f"{hours(wall[x])} on {x}" for x in picks if x) or "not priced: no record keeps a pace of " \
         "all their depths on one machine"

@@ -164,7 +164,8 @@ def recorded_stretches(records: list[dict]) -> list[dict]:
     hardware, threads and seconds, so a run resumed here from another machine's checkpoint gives only its stretches
     here), an unresumed run whole; with the batches of its recipe's size the stretch made (updates times
     `batches_per_update`, times the runs of a group), so that a tokens-x4 calibration run or an earlier regime's
-    run prices a recipe's update as well as the recipe's own runs do.
+    run prices a recipe's update as well as the recipe's own runs do; and how many such runs the machine trains at
+    once (a CPU's cores over the stretch's threads, one-thread runs side by side; a GPU one).
     Records of before threads were kept have none; a CPU stretch that shared its cores with other work (its CPU
     seconds tell, where kept) does not stand for a run's pace at its threads."""
     out = []
@@ -181,7 +182,9 @@ def recorded_stretches(records: list[dict]) -> list[dict]:
             out.append({"recipe": rec["recipe_name"], "machine": machine(hw), "where": where(hw),
                         "threads": hw.get("threads"), "gpus": hw.get("gpus") or 0,
                         "cuda_graphs": bool(part.get("cuda_graphs")), "seconds": seconds,
-                        "batches": updates * per_update * (part.get("group_size") or 1)})
+                        "batches": updates * per_update * (part.get("group_size") or 1),
+                        "at_once": 1 if hw.get("gpus") or not hw.get("threads") else
+                        max(1, (hw.get("cpu_count") or 1) // hw["threads"])})
     return out
 
 

@@ -331,7 +331,7 @@ def test_runs_missing_prices_each_depth_on_each_machine_its_records_trained_on(t
          "duration_s": 1000.0, "hardware": cpu, "overrides": ["optim.gpus_per_update=4"],
          "batching": {"tokens_per_gpu": 2048, "batches_per_forward": 1, "forwards_per_update": 4}}))
     rows = missing_runs(tmp_path, "mini")
-    costs, words = missing_compute(tmp_path, "mini", rows)
+    costs, machines = missing_compute(tmp_path, "mini", rows)
     by = {(c["task"], c["depth"]): c for c in costs}
     mt18 = by[("mt", "18L-18L")]
     runs18 = sum(len(r["seeds"]) for r in rows if r["group"] == "18L-18L" and r["table"] in (1, 5, 9, 11))
@@ -344,7 +344,8 @@ def test_runs_missing_prices_each_depth_on_each_machine_its_records_trained_on(t
     assert giga6["seconds"] == {"Intel Xeon 6/167, 1 thread": pytest.approx(
         giga6["runs"] * recipe_updates("gigaword/6L-6L-pre_ln", "mini") * 0.5)}
     assert by[("gigaword", "18L-18L")]["seconds"] == {}
-    assert words["1 x H200"] == "1 x NVIDIA H200, 16 cores"
+    assert machines["1 x H200"] == {"words": "1 x NVIDIA H200, 16 cores", "at_once": 1}
+    assert machines["Intel Xeon 6/167, 1 thread"]["at_once"] == 2  # two one-thread runs on its two cores
     text = render_missing(tmp_path, "mini", "markdown")
     assert "| task | depth | runs | 1 x H200 | Intel Xeon 6/167, 1 thread |" in text
     assert f"| mt | 60L-12L | {by[('mt', '60L-12L')]['runs']} | - | - |" in text

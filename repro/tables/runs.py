@@ -159,8 +159,9 @@ def render_missing(results_dir: Path, scale: str, fmt: str = "text") -> str:
         raise ValueError(f"--format {fmt!r}: expected one of {', '.join(RUN_FORMATS)}")
     rows = missing_runs(results_dir, scale)
     if fmt == "json":
-        costs, words = missing_compute(results_dir, scale, rows)
-        return json.dumps({"scale": scale, "rows": rows, "compute": costs, "machines": words}, indent=2) + "\n"
+        costs, machines = missing_compute(results_dir, scale, rows)
+        return json.dumps({"scale": scale, "rows": rows, "compute": costs,
+                           "machines": {label: m["words"] for label, m in machines.items()}}, indent=2) + "\n"
     if fmt == "csv":
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
@@ -181,7 +182,7 @@ def render_missing(results_dir: Path, scale: str, fmt: str = "text") -> str:
     return "\n".join([head, "", *lines, "", render_compute(*missing_compute(results_dir, scale, rows))]) + "\n"
 
 
-def render_compute(costs: list[dict], words: dict[str, str]) -> str:
+def render_compute(costs: list[dict], machines: dict[str, dict]) -> str:
     """The missing runs' hours of training per task and depth (rows) on each machine the records trained on
     (columns, GPUs first), with each machine's full name."""
     labels = sorted({label for c in costs for label in c["seconds"]}, key=lambda x: ("thread" in x, x))
@@ -194,29 +195,30 @@ def render_compute(costs: list[dict], words: dict[str, str]) -> str:
     table = ["| task | depth | runs | " + " | ".join(labels) + " |", "|---|---|---|" + "---|" * len(labels)]
     table += [f"| {c['task']} | {c['depth']} | {c['runs']} | "
               + " | ".join(hours(c["seconds"].get(label)) for label in labels) + " |" for c in costs]
-    machines = {label.split(",")[0]: words[label] for label in labels}  # one machine's thread counts: one name
-    legend = "; ".join(f"{short}: {full}" for short, full in machines.items())
+    names = {label.split(",")[0]: machines[label]["words"] for label in labels}  # a machine's thread counts: one name
+    legend = "; ".join(f"{short}: {full}" for short, full in names.items())
     return "\n".join([head + ":", "", *table, "", f"Machines: {legend}."])
 
 
-def machine_paces(results_dir: Path, scale: str) -> tuple[dict[str, dict[str, list[float]]], dict[str, str]]:
+def machine_paces(results_dir: Path, scale: str) -> tuple[dict[str, dict[str, list[float]]], dict[str, dict]]:
     """Each machine's recorded pace, by label (machine_label): {recipe name or depth: [seconds, batches]} over its
     stretches of training (seconds per batch, repro/reproduce.py: recorded_stretches), CPU stretches at one thread
-    count (a CPU's pace differs with its threads), GPU stretches with CUDA graphs or without; and each label's full
-    words. CPU stretches of before threads were kept tell no pace."""
+    count (a CPU's pace differs with its threads), GPU stretches with CUDA graphs or without; and each label's
+    machine: its full words and the runs it trains at once. CPU stretches of before threads were kept tell no
+    pace."""
     from repro.reproduce import calibration_timings, depth, recorded_stretches
     records = [r for r in load_records(results_dir, scale) if not r.get("overrides") and r.get("duration_s")]
     paces: dict[str, dict[str, list[float]]] = {}
-    words: dict[str, str] = {}
+    machines: dict[str, dict] = {}
     for s in recorded_stretches(records + calibration_timings(results_dir, scale)):
         if not s["gpus"] and not s["threads"]:
             continue
         label = machine_label(s)
-        words[label] = s["where"]
+        machines[label] = {"words": s["where"], "at_once": s["at_once"]}
         for name in (s["recipe"], depth(s["recipe"])):
             total = paces.setdefault(label, {}).setdefault(name, [0.0, 0])
             total[0], total[1] = total[0] + s["seconds"], total[1] + s["batches"]
-    return paces, words
+    return paces, machines
 
 
 def missing_compute(results_dir: Path, scale: str, rows: list[dict],
@@ -225,9 +227,9 @@ def missing_compute(results_dir: Path, scale: str, rows: list[dict],
     (`known`: machine_paces, read when not given): at that machine's pace of the same recipe, else of its task and
     depth. A depth that never trained on a machine is not priced there: a deep model's cost is not guessed from a
     shallow one's. Training only: evaluation adds minutes.
-    Returns rows of task, depth, runs and {machine label: seconds}, and each label's full words."""
+    Returns rows of task, depth, runs and {machine label: seconds}, and each label's machine (machine_paces)."""
     from repro.reproduce import depth, recipe_batches, recipe_updates
-    paces, words = known or machine_paces(results_dir, scale)
+    paces, machines = known or machine_paces(results_dir, scale)
     out: list[dict] = []
     for r in rows:
         task, group = SPECS[r["table"]].recipe_folder or "mt", r["group"]
@@ -240,7 +242,7 @@ def missing_compute(results_dir: Path, scale: str, rows: list[dict],
         for label, recorded in paces.items():
             if pace := recorded.get(r["recipe"]) or recorded.get(depth(r["recipe"])):
                 row["seconds"][label] = row["seconds"].get(label, 0.0) + len(r["seeds"]) * length * pace[0] / pace[1]
-    return out, words
+    return out, machines
 
 
 def machine_label(stretch: dict) -> str:
