@@ -963,7 +963,10 @@ def entry():
     import sys
 
     from rich.text import Text
-    faulthandler.enable()  # a crash in native code (a segfault, glibc's abort) prints the Python stack it hit
+    try:  # a crash in native code (a segfault, glibc's abort) prints the Python stack it hit
+        faulthandler.enable()
+    except (RuntimeError, ValueError):  # no stderr to print to (closed: `2>&-`); io.UnsupportedOperation too
+        pass
     usage_error = typer.BadParameter.__mro__[1]  # the UsageError of the click that typer carries
     try:
         code = app(standalone_mode=False)

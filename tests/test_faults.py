@@ -306,6 +306,10 @@ def test_a_native_crash_prints_the_python_stack_it_hit():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode != 0
     assert "Fatal Python error: Segmentation fault" in done.stderr and "crash_here" in done.stderr
+    # with no stderr to print to (closed), the command still runs
+    closed = subprocess.run([sys.executable, "-m", "repro.cli", "--version"],
+                            stdout=subprocess.PIPE, text=True, timeout=60, preexec_fn=lambda: os.close(2))
+    assert closed.returncode == 0 and closed.stdout.startswith("lnrepro ")
 
 
 def test_user_text_is_printed_literally(tmp_path):
