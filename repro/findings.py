@@ -40,7 +40,9 @@ def hours(seconds: float) -> str:
 def needs(cells: list[str], missing: dict[str, dict], results_dir: Path, scale: str, known) -> str:
     """The runs `cells` still lack, and the wall time they take on the fastest GPU and on the fastest CPU setting
     that price all of them ("" when none is missing). A CPU trains as many runs at once as its cores hold runs of
-    the setting's threads (one-thread runs side by side); a GPU one at a time."""
+    the setting's threads (one-thread runs side by side), each started as a lane frees, as `lnrepro reproduce
+    --plan` schedules them; a GPU one at a time."""
+    from repro.reproduce import wall_time
     from repro.tables.runs import missing_compute, seed_span
     rows = [missing[c] for c in cells if c in missing]
     if not rows:
@@ -49,8 +51,8 @@ def needs(cells: list[str], missing: dict[str, dict], results_dir: Path, scale: 
     what = ", ".join(f"{r['recipe']} seed{'s' if len(r['seeds']) > 1 else ''} {seed_span(r['seeds'])}"
                      for r in rows)
     costs, machines = missing_compute(results_dir, scale, rows, known)
-    wall = {label: sum(c["seconds"][label] for c in costs) / min(runs, machines[label]["at_once"])
-            for label in set.intersection(*(set(c["seconds"]) for c in costs))}
+    wall = {label: wall_time([s for c in costs for s in c["each"][label]], machines[label]["at_once"])
+            for label in set.intersection(*(set(c["each"]) for c in costs))}
     picks = [min((x for x in wall if ("thread" in x) == cpu), key=wall.get, default=None) for cpu in (False, True)]
     priced = "; ".join(f"{hours(wall[x])} on {x}" for x in picks if x) or "not priced: no record keeps a pace of " \
         "all their depths on one machine"

@@ -316,7 +316,7 @@ def test_a_task_calibration_v2_found_not_informative_has_its_claims_read_so(tmp_
 def test_findings_say_per_task_what_each_claim_reads_and_the_runs_and_hours_it_still_needs(tmp_path):
     """The findings (repro/findings.py) group each task's claims by verdict, with the test that decided each and the
     runs its cells lack: priced as wall time on the fastest machine setting that recorded a pace of them all, a
-    two-core CPU training two one-thread runs at once."""
+    two-core CPU training two one-thread runs at once, each started as one ends."""
     from repro.findings import hours, render_findings
     from repro.reproduce import recipe_updates
     cpu = {"device": "cpu (x86_64)", "cpu": "Intel(R) Xeon(R) Processor (AVX512)", "cpu_id":
@@ -336,6 +336,13 @@ def test_findings_say_per_task_what_each_claim_reads_and_the_runs_and_hours_it_s
     wall = 4 * recipe_updates("6L-6L-post_ln", "mini") * 6.0 / 2  # four runs, two at a time
     assert line.endswith(f"still to run: 4 runs (6L-6L-post_ln seeds 4, 5, 6L-6L-pre_ln seeds 4, 5); "
                          f"{hours(wall)} on Intel Xeon 6/167, 1 thread")
+    # three runs on two cores take two runs' time, as the local launcher schedules them, not one and a half
+    from repro.findings import needs
+    from repro.tables.runs import machine_paces, missing_runs
+    rows = {r["recipe"]: r for r in missing_runs(tmp_path, "mini")}
+    three = {"6L-6L-post_ln": {**rows["6L-6L-post_ln"], "seeds": [4, 5, 6]}}
+    assert needs(["6L-6L-post_ln"], three, tmp_path, "mini", machine_paces(tmp_path, "mini")).endswith(
+        f"{hours(2 * recipe_updates('6L-6L-post_ln', 'mini') * 6.0)} on Intel Xeon 6/167, 1 thread")
     # a claim of a depth no record priced, and a task with no record at all
     deep = next(x for x in mt.splitlines() if "18L-18L MT: B2T trains" in x)
     assert deep.startswith("- not run:") and deep.endswith("(18L-18L-b2t seeds 1-5); not priced: no record keeps "

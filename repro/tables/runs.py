@@ -227,7 +227,8 @@ def missing_compute(results_dir: Path, scale: str, rows: list[dict],
     (`known`: machine_paces, read when not given): at that machine's pace of the same recipe, else of its task and
     depth. A depth that never trained on a machine is not priced there: a deep model's cost is not guessed from a
     shallow one's. Training only: evaluation adds minutes.
-    Returns rows of task, depth, runs and {machine label: seconds}, and each label's machine (machine_paces)."""
+    Returns rows of task, depth, runs, {machine label: seconds} and {machine label: [seconds of each run]}, and each
+    label's machine (machine_paces)."""
     from repro.reproduce import depth, recipe_batches, recipe_updates
     paces, machines = known or machine_paces(results_dir, scale)
     out: list[dict] = []
@@ -235,13 +236,14 @@ def missing_compute(results_dir: Path, scale: str, rows: list[dict],
         task, group = SPECS[r["table"]].recipe_folder or "mt", r["group"]
         row = next((x for x in out if (x["task"], x["depth"]) == (task, group)), None)
         if row is None:
-            row = {"task": task, "depth": group, "runs": 0, "seconds": {}}
+            row = {"task": task, "depth": group, "runs": 0, "seconds": {}, "each": {}}
             out.append(row)
         row["runs"] += len(r["seeds"])
         length = recipe_batches(r["recipe"], scale) * recipe_updates(r["recipe"], scale)
         for label, recorded in paces.items():
             if pace := recorded.get(r["recipe"]) or recorded.get(depth(r["recipe"])):
-                row["seconds"][label] = row["seconds"].get(label, 0.0) + len(r["seeds"]) * length * pace[0] / pace[1]
+                row["each"].setdefault(label, []).extend([length * pace[0] / pace[1]] * len(r["seeds"]))
+                row["seconds"][label] = sum(row["each"][label])
     return out, machines
 
 
