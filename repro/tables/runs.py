@@ -236,14 +236,15 @@ def missing_compute(results_dir: Path, scale: str, rows: list[dict],
         task, group = SPECS[r["table"]].recipe_folder or "mt", r["group"]
         row = next((x for x in out if (x["task"], x["depth"]) == (task, group)), None)
         if row is None:
-            row = {"task": task, "depth": group, "runs": 0, "seconds": {}, "each": {}}
+            row = {"task": task, "depth": group, "runs": 0, "each": {}}
             out.append(row)
         row["runs"] += len(r["seeds"])
         length = recipe_batches(r["recipe"], scale) * recipe_updates(r["recipe"], scale)
         for label, recorded in paces.items():
             if pace := recorded.get(r["recipe"]) or recorded.get(depth(r["recipe"])):
                 row["each"].setdefault(label, []).extend([length * pace[0] / pace[1]] * len(r["seeds"]))
-                row["seconds"][label] = sum(row["each"][label])
+    for row in out:
+        row["seconds"] = {label: sum(each) for label, each in row["each"].items()}
     return out, machines
 
 
