@@ -1,7 +1,7 @@
 """What the evidence at one scale says, task by task: which of the paper's claims reproduce, which do not, which stay
-inconclusive, and what each still needs (the runs its cells lack, with the wall time they take on the fastest
-machines whose records priced them). Generated from the claims' verdicts (repro/claims.py) and the runs still to make
-(repro/tables/runs.py); it adds no judgement of its own."""
+inconclusive, and what each still needs (the runs its own verdict asks of its cells, with the wall time they take
+on the fastest machines whose records priced them). Generated from the claims' verdicts (repro/claims.py) and the
+runs still to make (repro/tables/runs.py); it adds no judgement of its own."""
 
 from __future__ import annotations
 
@@ -59,6 +59,22 @@ def needs(cells: list[str], missing: dict[str, dict], results_dir: Path, scale: 
     return f"still to run: {runs} run{'s' if runs > 1 else ''} ({what}); {priced}"
 
 
+def claim_missing(row: dict, cells: list[str], missing: dict[str, dict]) -> dict[str, dict]:
+    """The runs one claim's own verdict still needs, of those its cells lack (`missing`, by recipe: the seeds each
+    cell lacks for every claim that reads it): each cell's first SEEDS_COMPARED seeds, and more only where this
+    claim's comparison of it is inconclusive for want of them. A claim already decided never asks for the seeds
+    another claim's power needs."""
+    from repro.tables.runs import SEEDS_COMPARED, claim_power
+    power = claim_power(row)
+    out = {}
+    for cell in cells:
+        if cell in missing:
+            seeds = [s for s in missing[cell]["seeds"] if s <= max(SEEDS_COMPARED, power.get(cell, 0))]
+            if seeds:
+                out[cell] = {**missing[cell], "seeds": seeds}
+    return out
+
+
 def render_findings(results_dir: Path, scale: str) -> str:
     """One section per task: its verdict counts, then each claim under its verdict with the test that decided it
     and the runs it still needs."""
@@ -74,7 +90,8 @@ def render_findings(results_dir: Path, scale: str) -> str:
         out += [f"**{heading}**: {verdict_counts(judged)}", ""]
         for verdict in ORDER:
             for claim in (c for c in claims if rows[c.text]["verdict"] == verdict):
-                parts = [reason(rows[claim.text]), needs(claim_cells(claim), missing, results_dir, scale, known)]
+                row, cells = rows[claim.text], claim_cells(claim)
+                parts = [reason(row), needs(cells, claim_missing(row, cells, missing), results_dir, scale, known)]
                 detail = "; ".join(p for p in parts if p)
                 out.append(f"- {verdict}: {claim.text} ({claim.source})" + (f": {detail}" if detail else ""))
         out.append("")

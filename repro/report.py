@@ -74,15 +74,16 @@ def render_results_page(results_dir: Path, scale: str) -> str:
     from repro.claims import render_changed, render_claims
     from repro.findings import render_findings
     from repro.tables.render import render_table
-    from repro.tables.runs import render_missing, render_runs
+    from repro.tables.runs import SEEDS_COMPARED, render_missing, render_runs
     from repro.tables.spec import SPECS
     results_dir = Path(results_dir)
     out = [f"# Results at scale '{scale}'", "",
            f"Generated from `results/` by `lnrepro report --scale {scale}`; never edited by hand. How the runs are "
            "judged: [reduced-scale.md](reduced-scale.md).", "", "## Findings by task", "",
-           "Each task's claims by verdict, the test that decided each, and the runs its cells still lack with the "
-           "wall time they take on the fastest GPU and CPU that recorded a pace of them (the claims' full evidence "
-           "and the runs' commands follow below):", "", render_findings(results_dir, scale).strip(), "",
+           "Each task's claims by verdict, the test that decided each, and the runs its own verdict still needs "
+           f"({SEEDS_COMPARED} seeds a cell, more where a comparison is inconclusive for want of them) with the wall "
+           "time they take on the fastest GPU and CPU that recorded a pace of them (the claims' full evidence and the "
+           "runs' commands follow below):", "", render_findings(results_dir, scale).strip(), "",
            "## Claims", "",
            render_claims(results_dir, scale, "markdown").strip(), "", render_changed(results_dir, scale).strip(), ""]
     regime = render_regime(results_dir, scale).strip()

@@ -313,6 +313,28 @@ def test_a_task_calibration_v2_found_not_informative_has_its_claims_read_so(tmp_
     assert all(r["verdict"] != "not informative" for r in evaluate_claims(results, "mini", "v1"))
 
 
+def test_findings_ask_of_each_claim_only_the_runs_its_own_verdict_needs(tmp_path):
+    """6L-6L B2T (20, 21) against Pre-LN (19, 20.5) is inconclusive and its power asks both cells for more than five
+    seeds; B2T w/o LN (10, 10.5) is decisively not within 0.5 BLEU of B2T, so that decided claim asks for B2T's
+    five seeds only, not for the seeds the other claim's power needs."""
+    from repro.findings import render_findings
+    from repro.tables.runs import missing_runs
+    mt6 = {"encoder_layers": 6, "decoder_layers": 6}
+    for name, values in (("6L-6L-b2t", (20.0, 21.0)), ("6L-6L-pre_ln", (19.0, 20.5)),
+                         ("6L-6L-b2t_noln", (10.0, 10.5))):
+        for seed, v in enumerate(values, start=1):
+            write_record(tmp_path, record(name, seed, metrics={"bleu_average": v}, **mt6))
+    needed = {r["recipe"]: r["needed"] for r in missing_runs(tmp_path, "mini")}["6L-6L-b2t"]
+    assert needed > 5
+    lines = render_findings(tmp_path, "mini").splitlines()
+    power = next(x for x in lines if "6L-6L MT: B2T > Pre-LN" in x)
+    assert power.startswith("- inconclusive:") and f"6L-6L-b2t seeds 3-{needed}, 6L-6L-pre_ln seeds 3-{needed})" \
+        in power
+    decided = next(x for x in lines if "6L-6L MT: B2T w/o LN within 0.5 BLEU" in x)
+    assert decided.startswith("- not reproduced:")
+    assert "still to run: 6 runs (6L-6L-b2t_noln seeds 3, 4, 5, 6L-6L-b2t seeds 3, 4, 5)" in decided
+
+
 def test_findings_say_per_task_what_each_claim_reads_and_the_runs_and_hours_it_still_needs(tmp_path):
     """The findings (repro/findings.py) group each task's claims by verdict, with the test that decided each and the
     runs its cells lack: priced as wall time on the fastest machine setting that recorded a pace of them all, a

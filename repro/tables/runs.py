@@ -104,16 +104,25 @@ def compared_cells() -> set[str]:
     return {name for c in CLAIMS if c.kind != "figure3" for name in (c.a, *c.b.split(",")) if name}
 
 
+def claim_power(row: dict) -> dict[str, int]:
+    """Per cell, the most seeds one claim's inconclusive comparisons (a row of evaluate_claims) ask for to detect
+    the paper's own difference."""
+    out: dict[str, int] = {}
+    for comparison in row.get("comparisons", []):
+        n = (comparison.get("test") or {}).get("seeds_needed")
+        for name in comparison["cells"] if n else ():
+            out[name] = max(out.get(name, 0), n)
+    return out
+
+
 def power_seeds(results_dir: Path, scale: str) -> dict[str, int]:
-    """Per cell, the most seeds any inconclusive comparison of it asks for to detect the paper's own difference
-    (the claims as the current rules judge them)."""
+    """Per cell, the most seeds any claim's inconclusive comparison of it asks for (the claims as the current rules
+    judge them)."""
     from repro.claims import evaluate_claims
     out: dict[str, int] = {}
     for row in evaluate_claims(results_dir, scale):
-        for comparison in row.get("comparisons", []):
-            n = (comparison.get("test") or {}).get("seeds_needed")
-            for name in comparison["cells"] if n else ():
-                out[name] = max(out.get(name, 0), n)
+        for name, n in claim_power(row).items():
+            out[name] = max(out.get(name, 0), n)
     return out
 
 
