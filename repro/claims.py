@@ -370,9 +370,17 @@ def _compare_v2(claim: Claim, a: dict, c: dict) -> dict:
         t = judging.tost(a["values"], c["values"], claim.tolerance)
         verdict = ("reproduced" if t["p"] < judging.ALPHA else
                    "not reproduced" if t["p_outside"] < judging.ALPHA else "inconclusive")
-        return {**out, "verdict": verdict, "test": t,
-                "why": f"TOST at +-{claim.tolerance:g}: diff {t['diff']:+.2f}, 90% CI [{t['ci90'][0]:+.2f}, "
-                       f"{t['ci90'][1]:+.2f}], p {t['p']:.3f}"}
+        why = (f"TOST at +-{claim.tolerance:g}: diff {t['diff']:+.2f}, 90% CI [{t['ci90'][0]:+.2f}, "
+               f"{t['ci90'][1]:+.2f}], p {t['p']:.3f}")
+        if verdict == "inconclusive":
+            effect = paper_effect(claim, a["name"], c["name"], c["mean"])
+            t["paper_effect"] = effect
+            t["seeds_needed"] = (judging.seeds_needed_equivalence(t["sd"], effect, claim.tolerance)
+                                 if effect is not None else None)
+            if t["seeds_needed"]:
+                why += (f"; at the paper's own difference ({effect:+.2f}) equivalence needs {t['seeds_needed']} "
+                        "seeds per cell")
+        return {**out, "verdict": verdict, "test": t, "why": why}
     w = judging.welch(a["values"], c["values"], sign)
     verdict = ("reproduced" if w.p < judging.ALPHA else "not reproduced" if w.p_against < judging.ALPHA
                else "inconclusive")

@@ -25,6 +25,10 @@ Rules v2 (2026-11-29), adding to the health rule:
   decided by the majority. A cell with a majority of failed seeds (at least MIN_SEEDS_FAILURE) has failed as a
   whole: a method that failed never beats one that trained. A claim that one cell beats several holds when every
   comparison holds (an intersection-union test, valid at ALPHA without correction).
+
+Added 2026-12-01, planning only (it asks for runs and judges none): an equivalence claim TOST cannot decide states
+the seeds per cell that would show equivalence with POWER were the true difference the paper's
+(seeds_needed_equivalence), as a directional one states the seeds that would detect it.
 """
 
 from __future__ import annotations
@@ -149,13 +153,13 @@ def tost(a: list[float], b: list[float], margin: float) -> dict:
     if se == 0:
         inside = abs(w.diff) < margin
         return {"test": "TOST (two one-sided Welch t)", "diff": w.diff, "margin": margin, "p": 0.0 if inside else 1.0,
-                "p_outside": 1.0 if inside else 0.0, "df": w.df, "ci90": [w.diff, w.diff], "n": list(w.n)}
+                "p_outside": 1.0 if inside else 0.0, "df": w.df, "ci90": [w.diff, w.diff], "n": list(w.n), "sd": w.sd}
     p_low = float(stats.t.sf((w.diff + margin) / se, w.df))     # H0: diff <= -margin
     p_high = float(stats.t.cdf((w.diff - margin) / se, w.df))   # H0: diff >= margin
     outside = float(stats.t.sf((abs(w.diff) - margin) / se, w.df))  # H0: |diff| <= margin, on the side it lies
     half = stats.t.ppf(0.95, w.df) * se
     return {"test": "TOST (two one-sided Welch t)", "diff": w.diff, "margin": margin, "p": max(p_low, p_high),
-            "p_outside": outside, "df": w.df, "ci90": [w.diff - half, w.diff + half], "n": list(w.n)}
+            "p_outside": outside, "df": w.df, "ci90": [w.diff - half, w.diff + half], "n": list(w.n), "sd": w.sd}
 
 
 def detectable(sd: float, na: int, nb: int) -> float:
@@ -176,6 +180,18 @@ def seeds_needed(sd: float, effect: float, cap: int = 1000) -> int | None:
         if detectable(sd, n, n) <= abs(effect):
             return n
     return None
+
+
+def seeds_needed_equivalence(sd: float, diff: float, margin: float, cap: int = 1000) -> int | None:
+    """Seeds per cell (equal cells) for the two one-sided tests at ALPHA to show |difference| < `margin` with POWER
+    when the true difference is `diff` (2026-12-01, planning only: it asks for runs and judges none). The nearer
+    bound decides (the usual approximation; at a difference of zero it asks a few seeds too few): its one-sided test
+    must detect the gap margin - |diff|. None when that gap is not positive (equivalence is not expected), the SD
+    unknown, or more than `cap` would be needed."""
+    gap = margin - abs(diff)
+    if gap <= 0 or sd is None or not math.isfinite(sd):
+        return None
+    return seeds_needed(sd, gap, cap)
 
 
 # -- records under a version of the rules -----------------------------------------------------------------------

@@ -112,6 +112,48 @@ def test_power_figures():
     assert judging.detectable(0.3, n, n) <= 0.5 < judging.detectable(0.3, n - 1, n - 1)
 
 
+def test_equivalence_seeds_give_the_two_one_sided_tests_their_power():
+    """At the seeds it asks for, TOST shows equivalence about four times in five when the true difference is the
+    paper's (simulated); at half of them far less often; none where the difference is not inside the margin."""
+    n = judging.seeds_needed_equivalence(0.5, 0.2, 0.5)
+    assert n == judging.seeds_needed(0.5, 0.3) and 20 < n < 60
+    assert judging.seeds_needed_equivalence(0.5, -0.2, 0.5) == n  # the side does not matter
+    assert judging.seeds_needed_equivalence(0.5, 0.5, 0.5) is None
+    assert judging.seeds_needed_equivalence(0.5, 0.7, 0.5) is None
+    assert judging.seeds_needed_equivalence(float("nan"), 0.1, 0.5) is None
+    rng = random.Random(3)
+
+    def shown(seeds: int, trials: int = 400) -> float:
+        hits = 0
+        for _ in range(trials):
+            a = [rng.gauss(30.2, 0.5) for _ in range(seeds)]
+            b = [rng.gauss(30.0, 0.5) for _ in range(seeds)]
+            hits += judging.tost(a, b, 0.5)["p"] < judging.ALPHA
+        return hits / trials
+
+    assert 0.7 < shown(n) < 0.92
+    assert shown(n // 2) < 0.6
+
+
+def test_an_inconclusive_equivalence_claim_asks_for_the_seeds_its_power_needs(tmp_path):
+    """6L-6L B2T w/o LN (20, 22) against B2T (20.5, 21.5): TOST cannot decide; at the paper's own difference (Table
+    9: -0.05 BLEU) and these seeds' SD, equivalence needs many more seeds per cell, and both cells are asked for
+    them."""
+    from repro.tables.runs import missing_runs
+    mt6 = {"encoder_layers": 6, "decoder_layers": 6}
+    for name, values in (("6L-6L-b2t_noln", (20.0, 22.0)), ("6L-6L-b2t", (20.5, 21.5))):
+        for seed, v in enumerate(values, start=1):
+            write_record(tmp_path, record(name, seed, metrics={"bleu_average": v}, **mt6))
+    row = _get(_claims(tmp_path), "6L-6L MT: B2T w/o LN within 0.5")
+    assert row["verdict"] == "inconclusive"
+    test = row["comparisons"][0]["test"]
+    sd = math.sqrt((2.0 + 0.5) / 2)
+    assert test["seeds_needed"] == judging.seeds_needed_equivalence(sd, test["paper_effect"], 0.5) > 5
+    assert row["comparisons"][0]["why"].endswith(f"equivalence needs {test['seeds_needed']} seeds per cell")
+    rows = {r["recipe"]: r for r in missing_runs(tmp_path, "mini")}
+    assert rows["6L-6L-b2t_noln"]["needed"] == test["seeds_needed"] and rows["6L-6L-b2t_noln"]["by_power"]
+
+
 # -- claims under v2 -------------------------------------------------------------------------------------------
 
 def _claims(results):
