@@ -519,6 +519,15 @@ def label_v2(name: str, setting: tuple[int, float, int]) -> str:
     return label(name, warmup, lr) + (f"-x{k}" if k != 1 else "")
 
 
+def parse_setting(spec: CalibrationSpec, text: str) -> tuple[int, float, int]:
+    """The grid setting `text` names as label_v2 does (w1000-lr0.0005-x4; x1 has no suffix)."""
+    for st in spec.settings_v2():
+        if label_v2("", st).lstrip("-") == text:
+            return st
+    raise ValueError(f"--setting {text!r}: not a setting of {spec.path} (its settings: "
+                     + ", ".join(label_v2("", st).lstrip("-") for st in spec.settings_v2()) + ")")
+
+
 def overrides_v2(spec: CalibrationSpec, name: str, setting: tuple[int, float, int],
                  max_updates: int | None = None) -> list[str]:
     """v1's overrides at the setting, tokens per update times k (more batches accumulated per update), and for a
@@ -590,28 +599,31 @@ def to_run(spec: CalibrationSpec, name: str, k: int, runs_dir: Path, out_dir: Pa
 
 
 def jobs_v2(spec: CalibrationSpec, task: str, runs_dir: Path, data_root: Path, grouped: bool, out_dir: Path,
-            results_dir: Path, tokens_factor: int | None = None, flags: list[str] | None = None,
+            results_dir: Path, settings: list[tuple[int, float, int]] | None = None, flags: list[str] | None = None,
             one_forward: bool = False) -> list:
-    """The grid's baseline runs not made yet (`to_run`), at `tokens_factor` alone where given: one `train` job each
-    (`flags` and `one_forward` as train_job takes them), or, `grouped`, one job per baseline and tokens factor
-    training its learning rates and warmups as one stacked model (`calibrate TASK --train-group`)."""
+    """The grid's baseline runs not made yet (`to_run`), of `settings` alone where given (a grid split across
+    machines or sessions): one `train` job each (`flags` and `one_forward` as train_job takes them), or, `grouped`,
+    one job per baseline and tokens factor training its learning rates and warmups as one stacked model (`calibrate
+    TASK --train-group`)."""
     from repro.launch import Job
     from repro.reproduce import last_checkpoint
+    wanted = spec.settings_v2() if settings is None else settings
     out = []
     # tokens factor outermost: the cheap settings complete (both baselines) before the costly ones start
-    for k in spec.tokens_factor if tokens_factor is None else [tokens_factor]:
+    for k in (k for k in spec.tokens_factor if any(st[2] == k for st in wanted)):
         if not grouped:  # a setting's two baselines side by side: each stops once the pair settles the setting,
             # the one further behind (fewer updates checkpointed) first, so that the other does not train on alone
             todo = {name: to_run(spec, name, k, runs_dir, out_dir) for name in spec.baselines}
-            for st in (st for st in spec.settings_v2() if st[2] == k):
+            for st in (st for st in spec.settings_v2() if st[2] == k and st in wanted):
                 names = sorted((n for n in spec.baselines if st in todo[n]),
                                key=lambda n: last_checkpoint(runs_dir / label_v2(n, st)) or 0)
                 out += [train_job(spec, name, st, runs_dir, data_root, flags=flags, one_forward=one_forward)
                         for name in names]
             continue
         for name in spec.baselines:
-            todo = to_run(spec, name, k, runs_dir, out_dir)
-            if len(todo) > 1:
+            unmade = to_run(spec, name, k, runs_dir, out_dir)
+            todo = [st for st in unmade if st in wanted]
+            if len(todo) > 1 and todo == unmade:  # a group trains all its factor's unmade settings (--train-group)
                 base = f"{name.replace('/', '-')}-x{k}-group"
                 out.append(Job(base, [["calibrate", task, "--train-group", f"{name}:{k}", "--runs", str(runs_dir),
                                        "--root", str(data_root), "--results", str(results_dir)]],

@@ -789,6 +789,7 @@ def calibrate(task: str = typer.Argument(..., help=f"One of: {', '.join(CALIBRAT
               rules: str = typer.Option("v2", "--rules", help="v2 (2026-11-29: learning rate, warmup and tokens per update, minimax regret; recipes/calibration/v2/) or v1 (warmup, lowest mean)."),
               group: Optional[bool] = typer.Option(None, "--group/--no-group", help="v2: train a baseline's learning rates and warmups at one tokens factor as one batched model (default: on a GPU)."),
               tokens_factor: Optional[int] = typer.Option(None, "--tokens-factor", help="v2: train only the grid's settings at this tokens factor (a grid split across machines); the decision reads the whole grid."),
+              setting: Optional[str] = typer.Option(None, "--setting", help="v2: train only this grid setting's baseline runs, named as their records are (w1000-lr0.0005-x4; x1 has no suffix); the decision reads the whole grid."),
               cuda_graphs: bool = typer.Option(False, "--cuda-graphs", help="v2, with --no-group: " + CUDA_GRAPHS_HELP),
               one_forward: bool = typer.Option(False, "--one-forward", help="v2, with --no-group: a tokens-xK run makes each update's K batches in one forward (train --tokens-per-gpu), the same update with the launches of one batch."),
               train_group: Optional[str] = typer.Option(None, "--train-group", hidden=True, help="v2: train BASELINE:K's unfinished settings as one group (the grouped grid's jobs).")):
@@ -809,7 +810,7 @@ def calibrate(task: str = typer.Argument(..., help=f"One of: {', '.join(CALIBRAT
         # a grouped grid's jobs name their task's own runs folder
         return calibrate_v2(task, jobs, threads, decide_only, runs if train_group else runs / "v2" / task,
                             root or default_root(), results, group, train_group, tokens_factor, cuda_graphs,
-                            one_forward)
+                            one_forward, setting)
     try:
         spec = calibration.load_spec(Path("recipes/calibration") / f"{task}.yaml")
     except RecipeError as e:
@@ -860,10 +861,11 @@ def calibrate(task: str = typer.Argument(..., help=f"One of: {', '.join(CALIBRAT
 
 def calibrate_v2(task: str, jobs: int, threads: int | None, decide_only: bool, runs: Path, root: Path, results: Path,
                  group: bool | None, train_group: str | None, tokens_factor: int | None = None,
-                 cuda_graphs: bool = False, one_forward: bool = False) -> None:
+                 cuda_graphs: bool = False, one_forward: bool = False, setting: str | None = None) -> None:
     """`calibrate --rules v2`: the grid (grouped where asked, or on a GPU), then the deepest Pre-LN runs the rule
-    asks for one by one, each record collected as its run ends; then the decision. `tokens_factor` trains that
-    factor's settings alone (and no deepest Pre-LN run, which waits for the whole grid)."""
+    asks for one by one, each record collected as its run ends; then the decision. `tokens_factor`, or `setting`
+    (a label's suffix, w1000-lr0.0005-x4), trains those settings alone (and no deepest Pre-LN run, which waits for
+    the whole grid)."""
     import torch
 
     from repro import calibration
@@ -888,6 +890,10 @@ def calibrate_v2(task: str, jobs: int, threads: int | None, decide_only: bool, r
         if tokens_factor is not None and tokens_factor not in spec.tokens_factor:
             raise ValueError(f"--tokens-factor {tokens_factor}: {spec.path} has tokens factors "
                              + ", ".join(map(str, spec.tokens_factor)))
+        if tokens_factor is not None and setting is not None:
+            raise ValueError("--setting and --tokens-factor: give one")
+        only = ([st for st in spec.settings_v2() if st[2] == tokens_factor] if tokens_factor is not None else
+                [calibration.parse_setting(spec, setting)] if setting is not None else None)
         grouped = torch.cuda.is_available() and not (cuda_graphs or one_forward) if group is None else group
         for flag, on in (("--cuda-graphs", cuda_graphs), ("--one-forward", one_forward)):
             if on and grouped:
@@ -899,10 +905,9 @@ def calibrate_v2(task: str, jobs: int, threads: int | None, decide_only: bool, r
                             "cuda" if torch.cuda.is_available() else "cpu", 1)
         flags = ["--cuda-graphs"] if cuda_graphs else []
         while not decide_only:
-            todo = calibration.jobs_v2(spec, task, runs, root, grouped, out_dir, results, tokens_factor, flags,
-                                       one_forward)
+            todo = calibration.jobs_v2(spec, task, runs, root, grouped, out_dir, results, only, flags, one_forward)
             decision = calibration.decide_v2(spec, out_dir, results) if not todo else None
-            if decision is not None and decision.get("deep_needed") and tokens_factor is None:
+            if decision is not None and decision.get("deep_needed") and only is None:
                 need = decision["deep_needed"]
                 setting = (need["warmup_updates"], need["lr"], need["tokens_factor"])
                 todo = [calibration.train_job(spec, spec.deep_pre_ln, setting, runs, root, need["max_updates"],

@@ -369,12 +369,24 @@ def test_v2_runs_every_baseline_at_a_tokens_factor_before_the_next_factor(tmp_pa
 def test_v2_a_grid_split_by_tokens_factor_trains_that_factor_alone_and_passes_its_flags(tmp_path):
     """`calibrate TASK --tokens-factor 1 --cuda-graphs`: the x1 runs alone, each a `train --cuda-graphs` job."""
     s = calibration.load_spec(REPO / "recipes/calibration/v2/gigaword.yaml")
-    jobs = calibration.jobs_v2(s, "gigaword", tmp_path, tmp_path, False, tmp_path / "out", tmp_path, 1,
+    x1 = [st for st in s.settings_v2() if st[2] == 1]
+    jobs = calibration.jobs_v2(s, "gigaword", tmp_path, tmp_path, False, tmp_path / "out", tmp_path, x1,
                                ["--cuda-graphs"])
     assert len(jobs) == 8 and not any(j.name.endswith("-x4") for j in jobs)
     assert all(j.steps[0][0] == "train" and "--cuda-graphs" in j.steps[0] for j in jobs)
     assert all("--cuda-graphs" not in j.steps[0]
                for j in calibration.jobs_v2(s, "gigaword", tmp_path, tmp_path, False, tmp_path / "out", tmp_path))
+
+
+@pytest.mark.parametrize("grouped", [False, True])
+def test_v2_one_setting_trains_its_two_baselines_alone_grouped_or_not(tmp_path, grouped):
+    """`calibrate TASK --setting w1000-lr0.0005-x4`: that setting's two runs, one `train` job each, even where the
+    grid would be grouped (a group trains every unmade setting of its factor)."""
+    s = calibration.load_spec(REPO / "recipes/calibration/v2/gigaword.yaml")
+    st = calibration.parse_setting(s, "w1000-lr0.0005-x4")
+    jobs = calibration.jobs_v2(s, "gigaword", tmp_path, tmp_path, grouped, tmp_path / "out", tmp_path, [st])
+    assert sorted(j.name for j in jobs) == sorted(calibration.label_v2(b, st) for b in s.baselines)
+    assert all(j.steps[0][0] == "train" and "optim.lr=0.0005" in j.steps[0] for j in jobs)
 
 
 def test_v2_one_forward_makes_a_tokens_x4_update_in_one_forward_of_four_batches(tmp_path):
@@ -391,6 +403,8 @@ def test_v2_one_forward_makes_a_tokens_x4_update_in_one_forward_of_four_batches(
 
 @pytest.mark.parametrize("args, message", [
     (["--tokens-factor", "3"], "--tokens-factor 3: recipes/calibration/v2/mt.yaml has tokens factors 1, 4"),
+    (["--setting", "w1000-lr0.002"], "--setting 'w1000-lr0.002': not a setting of recipes/calibration/v2/mt.yaml"),
+    (["--setting", "w1000-lr0.001", "--tokens-factor", "1"], "--setting and --tokens-factor: give one"),
     (["--cuda-graphs", "--group"], "--cuda-graphs trains one run per process: add --no-group"),
     (["--one-forward", "--group"], "--one-forward trains one run per process: add --no-group"),
     (["--cuda-graphs"], "--cuda-graphs needs a CUDA device (this machine trains on the CPU)")])
