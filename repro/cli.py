@@ -702,9 +702,6 @@ def reproduce(table_number: int = typer.Argument(..., metavar="TABLE", help="Tab
     data_root = root or default_root()
     for folder, option in ((results, "--results"), (runs, "--runs"), (data_root, "--root")):
         check_folder(folder, option)
-    if scale == "tiny":
-        from repro.data.tiny import ensure_tiny_corpora
-        ensure_tiny_corpora(data_root)
     try:
         settings = {}
         if launcher != "local":
@@ -714,6 +711,9 @@ def reproduce(table_number: int = typer.Argument(..., metavar="TABLE", help="Tab
         planned = rp.plan(table_number, scale, seeds, cells, results, runs, jobs, threads, cuda_graphs, slurm_gpus)
     except (ValueError, RecipeError) as e:
         fail(str(e))
+    if scale == "tiny":  # after the arguments are checked: a wrong one makes nothing
+        from repro.data.tiny import ensure_tiny_corpora
+        ensure_tiny_corpora(data_root)
     stale = rp.stale_records(planned)
     train_flags = (("--cuda-graphs",) if cuda_graphs else ()) + (
         ("--tokens-per-gpu", str(tokens_per_gpu)) if tokens_per_gpu else ())

@@ -30,14 +30,18 @@ def test_table1_tiny_two_seeds_then_nothing_to_do(tiny_root, tmp_path):
               "--runs", str(tmp_path / "runs")]
     r = runner.invoke(app, ["reproduce", "1", "--seeds", "2", "--plan", *common])
     assert r.exit_code == 0 and "18 runs: 0 done, 0 partial, 18 missing" in r.output, r.output
-    r = runner.invoke(app, ["reproduce", "1", "--seeds", "2", "--jobs", "2", "--threads", "1", *common])
+    # the depths the figures below read (60L-12L's 6 runs would add a third of the time and no other path)
+    cells = ["--cells", "6L-6L", "--cells", "18L-18L"]
+    r = runner.invoke(app, ["reproduce", "1", "--seeds", "2", *cells, "--jobs", "2", "--threads", "1", *common])
     assert r.exit_code == 0, r.output
     got = metrics_by_run(tmp_path / "results")
-    assert len(got) == 18 and all(status == "completed" and bleu is not None for status, bleu in got.values())
+    assert len(got) == 12 and all(status == "completed" and bleu is not None for status, bleu in got.values())
     assert {seed for _, seed in got} == {1, 2}
     assert "B2T connection" in r.output  # the table is rendered at the end
-    r = runner.invoke(app, ["reproduce", "1", "--seeds", "2", *common])
-    assert r.exit_code == 0 and "nothing to do: all 18 runs" in r.output, r.output
+    r = runner.invoke(app, ["reproduce", "1", "--seeds", "2", *cells, *common])
+    assert r.exit_code == 0 and "nothing to do: all 12 runs" in r.output, r.output
+    r = runner.invoke(app, ["reproduce", "1", "--seeds", "2", "--plan", *common])
+    assert r.exit_code == 0 and "18 runs: 12 done, 0 partial, 6 missing" in r.output, r.output
     # as in a fresh clone: no runs/, only the committed records and the logs beside them
     shutil.rmtree(tmp_path / "runs")
     for number in (1, 5, 6):
@@ -163,6 +167,10 @@ def test_bad_arguments_one_line(tmp_path):
                             "--gpus", "2", "--time", "0", "--results", str(tmp_path / "r"),
                             "--runs", str(tmp_path / "runs"), "--root", str(tmp_path / "d")])
     assert r.exit_code == 2 and "--time 0: expected a whole number of at least 1" in r.output, r.output
+    r = runner.invoke(app, ["reproduce", "1", "--scale", "tiny", "--cells", "6L-6L,18L-18L", "--results",
+                            str(tmp_path / "r"), "--runs", str(tmp_path / "runs"), "--root", str(tmp_path / "d")])
+    assert r.exit_code == 2 and "--cells '6L-6L,18L-18L': table 1 has no such cell" in r.output, r.output
+    assert not (tmp_path / "d").exists()  # a wrong argument makes no tiny corpus
 
 
 def test_plan_for_slurm_reads_runs_on_that_many_gpus_never_this_machine(tmp_path):
