@@ -909,8 +909,8 @@ def calibrate_v2(task: str, jobs: int, threads: int | None, decide_only: bool, r
             decision = calibration.decide_v2(spec, out_dir, results) if not todo else None
             if decision is not None and decision.get("deep_needed") and only is None:
                 need = decision["deep_needed"]
-                setting = (need["warmup_updates"], need["lr"], need["tokens_factor"])
-                todo = [calibration.train_job(spec, spec.deep_pre_ln, setting, runs, root, need["max_updates"],
+                deep_at = (need["warmup_updates"], need["lr"], need["tokens_factor"])
+                todo = [calibration.train_job(spec, spec.deep_pre_ln, deep_at, runs, root, need["max_updates"],
                                               flags, one_forward)]
             if not todo:
                 break
