@@ -37,26 +37,54 @@ def hours(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
 
 
-def needs(cells: list[str], missing: dict[str, dict], results_dir: Path, scale: str, known) -> str:
-    """The runs `cells` still lack, and the wall time they take on the fastest GPU and on the fastest CPU setting
-    that price all of them ("" when none is missing). A CPU trains as many runs at once as its cores hold runs of
-    the setting's threads (one-thread runs side by side), each started as a lane frees, as `lnrepro reproduce
-    --plan` schedules them; a GPU one at a time."""
+def fastest(rows: list[dict], results_dir: Path, scale: str, known) -> str:
+    """The wall time the missing runs `rows` take on the fastest GPU and on the fastest CPU setting that price all
+    of them, or why none does. A CPU trains as many runs at once as its cores hold runs of the setting's threads
+    (one-thread runs side by side), each started as a lane frees, as `lnrepro reproduce --plan` schedules them; a
+    GPU one at a time."""
     from repro.reproduce import wall_time
-    from repro.tables.runs import missing_compute, seed_span
+    from repro.tables.runs import missing_compute
+    costs, machines = missing_compute(results_dir, scale, rows, known)
+    wall = {label: wall_time([s for c in costs for s in c["each"][label]], machines[label]["at_once"])
+            for label in set.intersection(*(set(c["each"]) for c in costs))}
+    picks = [min((x for x in wall if ("thread" in x) == cpu), key=wall.get, default=None) for cpu in (False, True)]
+    what = "this depth" if len(costs) == 1 else "all their depths on one machine"
+    return "; ".join(f"{hours(wall[x])} on {x}" for x in picks if x) or f"not priced: no record keeps a pace of {what}"
+
+
+def needs(cells: list[str], missing: dict[str, dict], results_dir: Path, scale: str, known) -> str:
+    """The runs `cells` still lack, and the wall time they take (fastest) ("" when none is missing)."""
+    from repro.tables.runs import seed_span
     rows = [missing[c] for c in cells if c in missing]
     if not rows:
         return ""
     runs = sum(len(r["seeds"]) for r in rows)
     what = ", ".join(f"{r['recipe']} seed{'s' if len(r['seeds']) > 1 else ''} {seed_span(r['seeds'])}"
                      for r in rows)
-    costs, machines = missing_compute(results_dir, scale, rows, known)
-    wall = {label: wall_time([s for c in costs for s in c["each"][label]], machines[label]["at_once"])
-            for label in set.intersection(*(set(c["each"]) for c in costs))}
-    picks = [min((x for x in wall if ("thread" in x) == cpu), key=wall.get, default=None) for cpu in (False, True)]
-    priced = "; ".join(f"{hours(wall[x])} on {x}" for x in picks if x) or "not priced: no record keeps a pace of " \
-        "all their depths on one machine"
-    return f"still to run: {runs} run{'s' if runs > 1 else ''} ({what}); {priced}"
+    return f"still to run: {runs} run{'s' if runs > 1 else ''} ({what}); {fastest(rows, results_dir, scale, known)}"
+
+
+def render_still_to_run(results_dir: Path, scale: str) -> str:
+    """The runs still to make, per task and depth, with the wall time they take (fastest): what finishing the
+    evidence at `scale` costs, in a table (the runs themselves and their commands are on the results page)."""
+    from repro.tables.runs import SEEDS_COMPARED, SEEDS_ELSEWHERE, machine_paces, missing_runs
+    from repro.tables.spec import SPECS
+    results_dir = Path(results_dir)
+    known = machine_paces(results_dir, scale)
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for r in missing_runs(results_dir, scale):
+        groups.setdefault((SPECS[r["table"]].recipe_folder or "mt", r["group"]), []).append(r)
+    order = [task for task, _ in TASKS]
+    lines = ["| task | depth | runs | wall time on the fastest GPU and CPU that priced them |", "|---|---|---|---|"]
+    for (task, depth), rows in sorted(groups.items(), key=lambda kv: order.index(kv[0][0])):
+        lines.append(f"| {task} | {depth} | {sum(len(r['seeds']) for r in rows)} | "
+                     f"{fastest(rows, results_dir, scale, known)} |")
+    total = sum(len(r["seeds"]) for rows in groups.values() for r in rows)
+    head = (f"**Still to run at scale '{scale}': {total} runs** (each cell to {SEEDS_COMPARED} seeds for Table 1 and "
+            f"where a claim compares it, more where an inconclusive comparison needs them to detect the paper's own "
+            f"difference, {SEEDS_ELSEWHERE} elsewhere; `lnrepro reproduce N --scale {scale} --plan` prices them on "
+            "your machine)")
+    return "\n".join([head, "", *lines] if total else [head]) + "\n"
 
 
 def claim_missing(row: dict, cells: list[str], missing: dict[str, dict]) -> dict[str, dict]:

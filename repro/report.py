@@ -140,7 +140,7 @@ def render_cli_page(width: int = 100) -> str:
     return "\n".join(out)
 
 
-README_BLOCKS = ("claims", "regime")  # the README's generated blocks, each between its two markers
+README_BLOCKS = ("claims", "regime", "missing")  # the README's generated blocks, each between its two markers
 
 
 def block_markers(name: str) -> tuple[str, str]:
@@ -149,7 +149,8 @@ def block_markers(name: str) -> tuple[str, str]:
 
 def readme_with_blocks(readme: str, results_dir: Path) -> str:
     """The README with each generated block it holds made anew from the `mini` records."""
-    render = {"claims": render_headline, "regime": render_regime}
+    from repro.findings import render_still_to_run
+    render = {"claims": render_headline, "regime": render_regime, "missing": render_still_to_run}
     for name in README_BLOCKS:
         start, end = block_markers(name)
         if start in readme:

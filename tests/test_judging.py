@@ -410,5 +410,19 @@ def test_findings_say_per_task_what_each_claim_reads_and_the_runs_and_hours_it_s
     # a claim of a depth no record priced, and a task with no record at all
     deep = next(x for x in mt.splitlines() if "18L-18L MT: B2T trains" in x)
     assert deep.startswith("- not run:") and deep.endswith("(18L-18L-b2t seeds 1-5); not priced: no record keeps "
-                                                           "a pace of all their depths on one machine")
+                                                           "a pace of this depth")
     assert "**Language modelling (Table 3)**: 0 reproduced, 0 not reproduced, 0 inconclusive, 4 not run" in text
+    # the README's summary: every missing run once, per task and depth, priced the same way
+    from repro.findings import fastest, render_still_to_run
+    summary = render_still_to_run(tmp_path, "mini").splitlines()
+    missing = missing_runs(tmp_path, "mini")
+    assert summary[0].startswith(f"**Still to run at scale 'mini': {sum(len(r['seeds']) for r in missing)} runs**")
+    mt6 = [r for r in missing if r["group"] == "6L-6L" and r["recipe"].count("/") == 0]
+    known = machine_paces(tmp_path, "mini")
+    assert summary[4] == (f"| mt | 6L-6L | {sum(len(r['seeds']) for r in mt6)} | "
+                          f"{fastest(mt6, tmp_path, 'mini', known)} |")
+    assert "on Intel Xeon 6/167, 1 thread" in summary[4]
+    assert summary[5].startswith("| mt | 18L-18L |") and summary[5].endswith("not priced: no record keeps a pace "
+                                                                              "of this depth |")
+    assert [x.split(" | ")[0] for x in summary[4:]] == sorted(
+        [x.split(" | ")[0] for x in summary[4:]], key=["| mt", "| gigaword", "| wikitext103", "| librispeech"].index)
