@@ -1,6 +1,7 @@
 """Pages generated from the records and the command line, never edited by hand (tests regenerate and compare):
 docs/results-<scale>.md (every table, the claims with their statistics, the figures, the runs made and those still
-to make) and docs/cli.md (every command's --help)."""
+to make), docs/cli.md (every command's --help), and the README's blocks (the claims' verdicts, the regime, and what
+the runs still to make cost)."""
 
 from __future__ import annotations
 
