@@ -76,7 +76,7 @@ def hardware(world_size: int = 1) -> dict:
     # Two CPUs of one name can differ 2.5x in speed (AVX2 against AVX-512 kernels): record the kernels torch uses.
     # One machine's pace also differs with the threads torch was given (--threads), so they are kept too.
     info = {"platform": platform.platform(), "cpu_count": os.cpu_count(), "threads": torch.get_num_threads(),
-            "torch": torch.__version__, "world_size": world_size,
+            "torch": str(torch.__version__), "world_size": world_size,
             "cpu": f"{cpu_model()} ({torch.backends.cpu.get_cpu_capability()})"}
     if ident := cpu_id():
         info["cpu_id"] = ident

@@ -11,13 +11,22 @@ the length penalty given), BPE removed ("@@ "), Moses detokenisation, SacreBLEU.
 
 from __future__ import annotations
 
+import copyreg
 import pickle
 import re
 import types
+import typing
 from argparse import Namespace
+from collections import OrderedDict, defaultdict
 from pathlib import Path
 
+import numpy
 import torch
+
+try:
+    from numpy._core.multiarray import scalar as numpy_scalar
+except ImportError:  # numpy 1.x
+    from numpy.core.multiarray import scalar as numpy_scalar
 
 from repro.data.text import EOS, PAD, UNK
 from repro.eval.generate import beam_search
@@ -33,8 +42,8 @@ class FairseqImportError(ValueError):
 
 
 class _Unknown:
-    """A class of the checkpoint's pickle that is not torch's, Python's or numpy's (omegaconf's, fairseq's): its
-    state kept as data, so that a checkpoint loads without the package that wrote it."""
+    """Stand-in for omegaconf's classes in a fairseq 0.10-0.12 `cfg`: its state kept as data, so that a checkpoint
+    loads without omegaconf and none of omegaconf's code runs."""
 
     def __init__(self, *args, **kwargs):
         self.args, self.state = args, kwargs or None
@@ -43,18 +52,43 @@ class _Unknown:
         self.state = state
 
 
+_OMEGACONF = ("omegaconf.dictconfig.DictConfig", "omegaconf.listconfig.ListConfig", "omegaconf.base.Metadata",
+              "omegaconf.base.ContainerMetadata", "omegaconf.nodes.AnyNode", "omegaconf.nodes.StringNode",
+              "omegaconf.nodes.IntegerNode", "omegaconf.nodes.FloatNode", "omegaconf.nodes.BooleanNode")
+_DATA_TYPES = {"dict": dict, "list": list, "tuple": tuple, "set": set, "frozenset": frozenset, "int": int,
+               "long": int, "float": float, "str": str, "unicode": str, "bool": bool, "bytes": bytes}
+# Exactly the globals a fairseq 0.9-0.12 checkpoint holds (tensor rebuilds, its arguments, omegaconf's containers as
+# stand-ins, numpy scalars in its extra state), never a whole module: a name outside this table is refused.
+ALLOWED = {
+    ("collections", "OrderedDict"): OrderedDict, ("collections", "defaultdict"): defaultdict,
+    ("argparse", "Namespace"): Namespace, ("copyreg", "_reconstructor"): copyreg._reconstructor,
+    ("typing", "Any"): typing.Any,
+    ("torch._utils", "_rebuild_tensor"): torch._utils._rebuild_tensor,
+    ("torch._utils", "_rebuild_tensor_v2"): torch._utils._rebuild_tensor_v2,
+    ("torch._utils", "_rebuild_parameter"): torch._utils._rebuild_parameter,
+    ("numpy", "dtype"): numpy.dtype, ("numpy.core.multiarray", "scalar"): numpy_scalar,
+    ("numpy._core.multiarray", "scalar"): numpy_scalar,
+    **{(module, name): kind for module in ("builtins", "__builtin__") for name, kind in _DATA_TYPES.items()},
+    **{tuple(path.rsplit(".", 1)): type(path.rsplit(".", 1)[1], (_Unknown,), {}) for path in _OMEGACONF},
+}
+
+
+class RefusedGlobal(pickle.UnpicklingError):
+    pass
+
+
 class _Unpickler(pickle.Unpickler):
-    KNOWN = ("torch", "collections", "argparse", "builtins", "copyreg", "_codecs", "numpy")
-
     def find_class(self, module, name):
-        if module.split(".")[0] in self.KNOWN:
-            return super().find_class(module, name)
-        return type(name, (_Unknown,), {})
+        try:
+            return ALLOWED[(module, name)]
+        except KeyError:
+            raise RefusedGlobal(f"{module}.{name}") from None
 
 
-_permissive_pickle = types.ModuleType("pickle")
-_permissive_pickle.Unpickler = _Unpickler
-_permissive_pickle.load = lambda f, **kw: _Unpickler(f, **kw).load()
+_allowlist_pickle = types.ModuleType("pickle")
+_allowlist_pickle.Unpickler = _Unpickler
+_allowlist_pickle.load = lambda f, **kw: _Unpickler(f, **kw).load()
+_allowlist_pickle.__name__ = "lnrepro_allowlist_pickle"
 
 
 def _plain(obj):
@@ -77,7 +111,10 @@ def read_checkpoint(path: Path) -> tuple[dict[str, torch.Tensor], dict]:
     """The checkpoint's model weights and its model arguments (a dict)."""
     path = Path(path)
     try:
-        state = torch.load(path, map_location="cpu", weights_only=False, pickle_module=_permissive_pickle)
+        state = torch.load(path, map_location="cpu", weights_only=False, pickle_module=_allowlist_pickle)
+    except RefusedGlobal as e:
+        raise FairseqImportError(f"{path}: refused: it names the global {e}, which no fairseq checkpoint needs "
+                                 f"(a checkpoint is read as data only)") from None
     except (OSError, RuntimeError, pickle.UnpicklingError, EOFError) as e:
         raise FairseqImportError(f"{path}: not a readable checkpoint ({type(e).__name__})") from None
     if not isinstance(state, dict) or "model" not in state:

@@ -1,15 +1,21 @@
 """Checkpoints written atomically (temporary file, then rename) with a SHA-256 beside each, the last N kept, and
 parameter averaging. A checkpoint whose bytes no longer match its checksum is refused on resume and evaluate, and so
-is one without its checksum unless the user trusts it ($LNREPRO_TRUST_CHECKPOINTS, set by --trust-checkpoints)."""
+is one without its checksum unless the user trusts it ($LNREPRO_TRUST_CHECKPOINTS, set by --trust-checkpoints).
+
+A checkpoint is read as data only (`torch.load(weights_only=True)`): tensors, numbers, strings and containers, plus
+the one class older checkpoints hold (torch's version string). The checksum guards against damage, not against
+whoever wrote both files, so a checkpoint that names any other global is refused before anything of it runs."""
 
 from __future__ import annotations
 
 import errno
 import os
+import pickle
 import re
 from pathlib import Path
 
 import torch
+from torch.torch_version import TorchVersion
 
 from repro.checksum import sha256_file
 
@@ -63,6 +69,18 @@ def list_checkpoints(run_dir: Path) -> list[Path]:
 
 
 TRUST = "LNREPRO_TRUST_CHECKPOINTS"
+# Checkpoints written before hardware() stored torch's version as a plain string hold it as this str subclass.
+SAFE_GLOBALS = [TorchVersion]
+
+
+def foreign_globals(path: Path) -> list[str]:
+    """The globals a checkpoint names beyond those it may hold (read from its pickle's opcodes: nothing runs)."""
+    try:
+        names = torch.serialization.get_unsafe_globals_in_checkpoint(path)
+    except Exception:  # a foreign file may not even be a zip: it is refused all the same
+        return []
+    allowed = {f"{g.__module__}.{g.__qualname__}" for g in SAFE_GLOBALS}
+    return [n for n in names if n not in allowed]
 
 
 def load(path: Path) -> dict:
@@ -74,7 +92,11 @@ def load(path: Path) -> dict:
         raise CheckpointError(f"{path}: damaged (its bytes no longer match {digest.name}); delete it to resume "
                               f"from the one before")
     try:
-        return torch.load(path, map_location="cpu", weights_only=False)
+        with torch.serialization.safe_globals(SAFE_GLOBALS):
+            return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        raise CheckpointError(f"{path}: refused: it names {', '.join(foreign_globals(path)) or 'a global'}, which "
+                              f"no lnrepro checkpoint holds (a checkpoint is read as data only)") from None
     except Exception as e:  # torch raises several kinds for a truncated or foreign file
         raise CheckpointError(f"{path}: cannot be read as a checkpoint ({type(e).__name__}); "
                               f"delete it to resume from the one before") from None
