@@ -404,6 +404,7 @@ def collect_runs(entries: list[tuple[str, dict]], runs_dir: Path, out_dir: Path)
         record = {**fields, **{
             k: status.get(k) for k in ("recipe", "recipe_hash", "overrides", "scale", "seed", "commit", "hardware",
                                        "started", "duration_s", "status", "reason", "step")},
+            **({"model_code": status["model_code"]} if "model_code" in status else {}),
             **status_provenance(status)}
         path = out_dir / f"{base}.json"
         check_record_slot(path, record["recipe_hash"])

@@ -352,6 +352,7 @@ def describe_record(path: Path) -> str:
 
 
 def run_record(run_dir: Path, status: dict, resolved, metrics: dict) -> dict:
+    from repro.model import version as model_code
     from repro.results import status_provenance
     return {"run_id": Path(run_dir).name, "run_dir": str(run_dir), "recipe": f"recipes/{resolved.name}.yaml",
             "recipe_name": resolved.name, "recipe_hash": resolved.hash(), "overrides": resolved.overrides,
@@ -359,6 +360,7 @@ def run_record(run_dir: Path, status: dict, resolved, metrics: dict) -> dict:
             "encoder_layers": resolved.recipe.model.encoder_layers,
             "decoder_layers": resolved.recipe.model.decoder_layers,
             "scale": resolved.scale, "seed": resolved.recipe.train.seed, "commit": status["commit"],
+            "model_code": model_code.of_status(status, resolved.recipe.model.variant),
             "hardware": status["hardware"], "started": status["started"], "duration_s": status["duration_s"],
             "updates": status["step"], "status": status["status"], "reason": status["reason"], "metrics": metrics,
             **status_provenance(status)}

@@ -458,3 +458,55 @@ def test_b2t_2023_scales_every_layer_weight_by_depth():
     assert "variant=b2t_2023" in text and "init weights x N^-0.5 = 0.5000" in text and "= 0.3333" in text
     assert "Post-LN layers 2" in repr(LayerStack(VARIANTS["mix_ln"], 8, D, FF, H, 0.0, 0.0, 0.0, False))
     assert "dual stream" in repr(tiny_model("residual"))
+
+
+def test_rezero_has_one_gate_per_layer_shared_by_its_sublayers():
+    """majumderb/rezero rztx.py: one `resweight` per layer, multiplying both (all) its sublayers' outputs."""
+    m = tiny_model("rezero", enc=3, dec=2)
+    gates = [n for n, _ in m.named_parameters() if n.endswith("residual.alpha")]
+    assert len(gates) == 3 + 2
+    for layer in [*m.encoder.layers, *m.decoder.layers]:
+        assert layer.ffn_residual is layer.attn_residual
+    assert m.decoder.layers[0].cross_residual is m.decoder.layers[0].attn_residual
+
+
+def test_peri_ln_normalises_the_dropped_out_output():
+    """CogView's Sandwich-LN and x-transformers' sandwich_norm: x + LN(drop(F(LN(x)))), so the added branch is a
+    normalised vector even in training, with dropout on."""
+    torch.manual_seed(0)
+    layer = TransformerLayer(VARIANTS["peri_ln"], D, FF, H, 0.5, 0.0, 0.0, cross_attention=False).train()
+    with torch.no_grad():  # the attention sublayer adds LN_out(0) = 0, so the layer adds the FFN's branch alone
+        layer.self_attn.out_proj.weight.zero_()
+        layer.self_attn.out_proj.bias.zero_()
+    x = torch.randn(2, 7, D)
+    h = layer(x) - x
+    assert torch.allclose(h.mean(-1), torch.zeros(2, 7), atol=1e-5)
+    assert torch.allclose(h.var(-1, unbiased=False), torch.ones(2, 7), atol=1e-3)
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_qkv_biases_start_as_their_official_code_leaves_them(name):
+    """fairseq 0.9 on (the authors' fork, and the rows built on it; torchscale alike) keeps nn.Linear's own q/k/v
+    biases and zeroes the output projection's; older fairseq (DLCL, T-Fixup, Admin) zeroes its fused in_proj_bias."""
+    m = tiny_model(name)
+    attn = m.decoder.layers[0].cross_attn
+    qkv = torch.cat([attn.q_proj.bias, attn.kv_proj.bias]), m.encoder.layers[0].self_attn.qkv_proj.bias
+    assert torch.all(attn.out_proj.bias == 0) and torch.all(m.encoder.layers[0].self_attn.out_proj.bias == 0)
+    for b in qkv:
+        if VARIANTS[name].qkv_bias == "zero":
+            assert torch.all(b == 0)
+        else:
+            assert b.abs().max() > 0 and b.abs().max() <= D ** -0.5 + 1e-6
+    assert (VARIANTS[name].qkv_bias == "zero") == (name in ("dlcl", "t_fixup", "admin"))
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_a_language_model_keeps_the_final_norm_its_methods_lm_has(name):
+    """fairseq's transformer_lm_wiki103 (the paper's LM) has no final decoder norm for Pre-LN (and DLCL, trained
+    the same way); ResiDual's final norm of the dual stream is part of the method (microsoft/ResiDual
+    resi_dual/resi_dual.py), and Peri-LN, Mix-LN and DyT keep their own code's final norm."""
+    from repro.model.lm import LanguageModel
+    torch.manual_seed(0)
+    lm = LanguageModel(VARIANTS[name], 60, 1, D, FF, H, 2, 0.0, 0.0, 0.0, [20, 40], 2.0)
+    has = not isinstance(lm.decoder.final_norm, nn.Identity)
+    assert has == (name in ("residual", "peri_ln", "mix_ln", "dyt_pre"))

@@ -17,8 +17,10 @@ class MultiheadAttention(nn.Module):
     Tensors are batch-first: (batch, time, d_model). Masks are boolean with True meaning "may attend".
     """
 
-    def __init__(self, d_model: int, heads: int, dropout: float, cross: bool):
+    def __init__(self, d_model: int, heads: int, dropout: float, cross: bool, qkv_bias: str = "torch"):
         super().__init__()
+        if qkv_bias not in ("torch", "zero"):
+            raise ValueError(f"unknown qkv_bias {qkv_bias!r}")
         if d_model % heads:
             raise ValueError(f"d_model {d_model} is not divisible by heads {heads}")
         self.d_model, self.heads, self.dropout, self.cross = d_model, heads, dropout, cross
@@ -29,6 +31,9 @@ class MultiheadAttention(nn.Module):
             self.qkv_proj = Linear(d_model, 3 * d_model)
         self.out_proj = Linear(d_model, d_model)
         self.reset_parameters()
+        if qkv_bias == "zero":  # older fairseq zeroes its fused in_proj_bias (the variant's `qkv_bias`)
+            for lin in self._projections()[:-1]:
+                nn.init.zeros_(lin.bias)
 
     def q_k_v_weights(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Views of the query, key and value weight matrices, wherever they are stored."""
@@ -38,13 +43,14 @@ class MultiheadAttention(nn.Module):
 
     @torch.no_grad()
     def reset_parameters(self, qkv_gain: float = 1 / math.sqrt(2)) -> None:
-        # fairseq: q, k, v each xavier_uniform with gain 1/sqrt(2) (initialised as three separate matrices even
-        # where stored fused), the output projection plain xavier, biases zero.
+        # fairseq (0.9 on, fairseq/modules/multihead_attention.py reset_parameters): q, k, v each xavier_uniform
+        # with gain 1/sqrt(2) (initialised as three separate matrices even where stored fused), the output
+        # projection plain xavier and its bias zero; the q, k, v biases keep nn.Linear's own init (uniform in
+        # +-1/sqrt(d), the same bound fused or separate).
         for w in self.q_k_v_weights():
             nn.init.xavier_uniform_(w, gain=qkv_gain)
         nn.init.xavier_uniform_(self.out_proj.weight)
-        for lin in self._projections():
-            nn.init.zeros_(lin.bias)
+        nn.init.zeros_(self.out_proj.bias)
 
     def _projections(self) -> list[nn.Linear]:
         return [self.q_proj, self.kv_proj, self.out_proj] if self.cross else [self.qkv_proj, self.out_proj]

@@ -7,7 +7,7 @@ The forward reads like the paper's equations:
     B2T     (eq. 5):  out = LN_last(x_inp + x_ffn + FFN(x_ffn))
     B2T w/o LN (eq. 6):  out = alpha * x_inp + beta * (x_ffn + FFN(x_ffn))
     DeepNet:  x = LN(alpha * x + F(x))        Admin:  x = LN(omega (.) x + F(x))
-    Peri-LN:  x = x + LN_out(F(LN_in(x)))     ReZero: x = x + a * F(x), a = 0 at start
+    Peri-LN:  x = x + LN_out(drop(F(LN_in(x))))   ReZero: x = x + a * F(x), one a per layer, 0 at start
     ResiDual: x = LN(x + F(x)) and, beside it, d = d + F(x)
     DyT:      every LN(z) becomes gamma * tanh(a * z) + beta
 
@@ -125,7 +125,8 @@ class TransformerLayer(nn.Module):
         norm = lambda used: make_norm(used, d_model, variant.norm)
 
         self.pre_attn_norm = norm(pre)
-        self.self_attn = MultiheadAttention(d_model, heads, attention_dropout, cross=False)
+        self.self_attn = MultiheadAttention(d_model, heads, attention_dropout, cross=False,
+                                            qkv_bias=variant.qkv_bias)
         self.attn_out_norm = norm(out)
         self.attn_residual = Residual(variant.residual, d_model, alpha)
         self.post_attn_norm = norm(post)
@@ -133,7 +134,8 @@ class TransformerLayer(nn.Module):
         self.cross_attention = cross_attention
         if cross_attention:
             self.pre_cross_norm = norm(pre)
-            self.cross_attn = MultiheadAttention(d_model, heads, attention_dropout, cross=True)
+            self.cross_attn = MultiheadAttention(d_model, heads, attention_dropout, cross=True,
+                                                 qkv_bias=variant.qkv_bias)
             self.cross_out_norm = norm(out)
             self.cross_residual = Residual(variant.residual, d_model, alpha)
             self.post_cross_norm = norm(post)
@@ -142,6 +144,10 @@ class TransformerLayer(nn.Module):
         self.ffn = FeedForward(d_model, ffn_dim, activation_dropout, variant.ffn_init)
         self.ffn_out_norm = norm(out)
         self.ffn_residual = Residual(variant.residual, d_model, alpha)
+        if variant.residual == "rezero":  # one gate per layer, shared by its sublayers (rztx.py `resweight`)
+            self.ffn_residual = self.attn_residual
+            if cross_attention:
+                self.cross_residual = self.attn_residual
         # B2T keeps the layer's last LN (footnote 1); B2T w/o LN has none.
         self.post_ffn_norm = norm(post)
         if self.b2t == "scaled_no_ln":
@@ -163,21 +169,23 @@ class TransformerLayer(nn.Module):
         (output, dual stream plus every sublayer's output)."""
         x_inp = x
 
-        h = self.dropout(self.attn_out_norm(self.self_attn(self.pre_attn_norm(x), mask=self_mask, causal=causal,
+        # Peri-LN's output norm takes the dropped-out output (CogView's Sandwich-LN, x-transformers' sandwich_norm);
+        # for every other variant it is the identity, and the order does not matter.
+        h = self.attn_out_norm(self.dropout(self.self_attn(self.pre_attn_norm(x), mask=self_mask, causal=causal,
                                                            cache=None if cache is None else cache.setdefault("self", {}))))
         dual = None if dual is None else dual + h
         x = self._observe("self-attn sum", self.attn_residual(x, h))
         x = self._observe("self-attn LN", self.post_attn_norm(x))
 
         if self.cross_attention:
-            h = self.dropout(self.cross_out_norm(self.cross_attn(self.pre_cross_norm(x), memory=memory, mask=memory_mask,
+            h = self.cross_out_norm(self.dropout(self.cross_attn(self.pre_cross_norm(x), memory=memory, mask=memory_mask,
                                                                  cache=None if cache is None else cache.setdefault("cross", {}))))
             dual = None if dual is None else dual + h
             x = self._observe("cross-attn sum", self.cross_residual(x, h))
             x = self._observe("cross-attn LN", self.post_cross_norm(x))
 
         x_ffn = x
-        h = self.dropout(self.ffn_out_norm(self.ffn(self.pre_ffn_norm(x_ffn))))
+        h = self.ffn_out_norm(self.dropout(self.ffn(self.pre_ffn_norm(x_ffn))))
         dual = None if dual is None else dual + h
         x = self.ffn_residual(x_ffn, h)
         if self.b2t == "with_ln":

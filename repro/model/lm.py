@@ -20,10 +20,11 @@ class LanguageModel(nn.Module):
         alpha = deepnet_constants(0, layers)["decoder_alpha"] if variant.residual == "deepnet_alpha" else 1.0
         self.embed_tokens = AdaptiveInput(vocab_size, d_model, cutoffs, factor, pad_idx)
         self.decoder_input = PositionalInput(d_model, dropout, first=pad_idx + 1)
-        # fairseq's WikiText-103 architecture has no final decoder norm, also with Pre-LN (no_decoder_final_norm).
+        # fairseq's WikiText-103 architecture has no final decoder norm, also with Pre-LN (no_decoder_final_norm);
+        # the newer methods' own LM code keeps theirs (the variant's `lm_final_norm`).
         self.decoder = LayerStack(variant, layers, d_model, ffn_dim, heads, dropout, attention_dropout,
                                   activation_dropout, cross_attention=False, residual_alpha=alpha,
-                                  final_norm=False)
+                                  final_norm=variant.final_norm and variant.lm_final_norm)
         self.softmax = AdaptiveSoftmax(self.embed_tokens, softmax_dropout)
 
     def extra_repr(self) -> str:

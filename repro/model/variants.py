@@ -54,6 +54,16 @@ class Variant:
     output; the stack's output is the Post-LN stream plus the final norm of the dual one."""
     post_ln_fraction: float = 0.0
     """Mix-LN: the lowest floor(fraction * N) layers of each stack are Post-LN, the others as the row says."""
+    qkv_bias: str = "torch"
+    """Query/key/value projection biases at init: 'torch' (nn.Linear's own, as fairseq 0.9 and later leave them:
+    `MultiheadAttention.reset_parameters` zeroes only the output projection's bias) or 'zero' (older fairseq's
+    fused `in_proj_bias`, zeroed: the DLCL, T-Fixup and Admin repositories)."""
+    note: str = ""
+    """What a table says beside the row: where the row departs from, or has no, official counterpart."""
+    lm_final_norm: bool = True
+    """Whether a language model keeps the stack's final norm (where the row has one). fairseq's
+    transformer_lm_wiki103, the paper's LM, drops it (`no_decoder_final_norm`) for Pre-LN; the newer methods' own
+    LM code keeps it (for ResiDual it is the dual stream's norm, part of the method)."""
 
 
 # The authors' fork (the paper's code) builds its FFN with plain nn.Linear.
@@ -67,7 +77,7 @@ VARIANTS: dict[str, Variant] = {
                 ffn_init="torch", ffn_init_source=FORK),
         Variant("pre_ln", "Pre-LN", "Xiong et al. 2020", pre_norm=True, post_norm=False,
                 b2t="none", residual="identity", dlcl=False, final_norm=True, init="default", warmup=True,
-                ffn_init="torch", ffn_init_source=FORK),
+                ffn_init="torch", ffn_init_source=FORK, lm_final_norm=False),
         Variant("b2t", "B2T connection", "Takase et al. 2022, eq. 5", pre_norm=False, post_norm=True,
                 b2t="with_ln", residual="identity", dlcl=False, final_norm=False, init="default", warmup=True,
                 ffn_init="torch", ffn_init_source=FORK),
@@ -76,16 +86,19 @@ VARIANTS: dict[str, Variant] = {
                 ffn_init="torch", ffn_init_source=FORK),
         Variant("dlcl", "DLCL", "Wang et al. 2019", pre_norm=True, post_norm=False,
                 b2t="none", residual="identity", dlcl=True, final_norm=True, init="default", warmup=True,
-                ffn_init="xavier", ffn_init_source="wangqiangneu/dlcl (fairseq 0.6) fairseq/models/transformer.py: Linear() is xavier_uniform, zero bias"),
+                ffn_init="xavier", ffn_init_source="wangqiangneu/dlcl (fairseq 0.6) fairseq/models/transformer.py: Linear() is xavier_uniform, zero bias",
+                qkv_bias="zero", lm_final_norm=False),
         Variant("t_fixup", "T-Fixup", "Huang et al. 2020", pre_norm=False, post_norm=False,
                 b2t="none", residual="identity", dlcl=False, final_norm=False, init="t_fixup", warmup=False,
-                ffn_init="xavier", ffn_init_source="layer6ai-labs/T-Fixup fairseq/modules/transformer_layer.py: Linear() is xavier_uniform, zero bias"),
+                ffn_init="xavier", ffn_init_source="layer6ai-labs/T-Fixup fairseq/modules/transformer_layer.py: Linear() is xavier_uniform, zero bias",
+                qkv_bias="zero"),
         Variant("deepnet", "DeepNet", "Wang et al. 2022", pre_norm=False, post_norm=True,
                 b2t="none", residual="deepnet_alpha", dlcl=False, final_norm=False, init="deepnet", warmup=True,
-                ffn_init="torch", ffn_init_source="microsoft/torchscale torchscale/component/feedforward_network.py: nn.Linear, weights then re-initialised with beta"),
+                ffn_init="torch", ffn_init_source="Wang et al. 2022, Fig. 2 pseudo-code: xavier_normal_(w, gain=beta) (torchscale instead keeps nn.Linear's init and divides by 1/beta: docs/fidelity.md)"),
         Variant("admin", "Admin", "Liu et al. 2020", pre_norm=False, post_norm=True,
                 b2t="none", residual="admin_omega", dlcl=False, final_norm=False, init="default", warmup=True,
-                ffn_init="xavier", ffn_init_source="LiyuanLucasLiu/Transformer-Clinic fairseq/modules/transformer_layer.py: Linear() is xavier_uniform, zero bias"),
+                ffn_init="xavier", ffn_init_source="LiyuanLucasLiu/Transformer-Clinic fairseq/modules/transformer_layer.py: Linear() is xavier_uniform, zero bias",
+                qkv_bias="zero"),
         # -- beyond the paper (the extension table) ------------------------------------------------------------
         Variant("b2t_2023", "B2T, 2023 init", "takase/b2t_connection commit 4d80167", pre_norm=False,
                 post_norm=True, b2t="with_ln", residual="identity", dlcl=False, final_norm=False,
@@ -99,13 +112,16 @@ VARIANTS: dict[str, Variant] = {
                 dual_stream=True),
         Variant("mix_ln", "Mix-LN", "Li et al. 2025", pre_norm=True, post_norm=False, b2t="none",
                 residual="identity", dlcl=False, final_norm=True, init="default", warmup=True, ffn_init="torch",
-                ffn_init_source=FORK, post_ln_fraction=0.25),
+                ffn_init_source=FORK, post_ln_fraction=0.25,
+                note="Post-LN in the lowest floor(0.25 N) layers of each stack, encoder and decoder each (1 of 6 at "
+                     "6L; the official scripts give an integer count)"),
         Variant("dyt_pre", "DyT (Pre-LN)", "Zhu et al. 2025", pre_norm=True, post_norm=False, b2t="none",
                 residual="identity", dlcl=False, final_norm=True, init="default", warmup=True, ffn_init="torch",
                 ffn_init_source=FORK, norm="dyt"),
         Variant("dyt_post", "DyT (Post-LN)", "Zhu et al. 2025", pre_norm=False, post_norm=True, b2t="none",
                 residual="identity", dlcl=False, final_norm=False, init="default", warmup=True, ffn_init="torch",
-                ffn_init_source=FORK, norm="dyt"),
+                ffn_init_source=FORK, norm="dyt",
+                note="no official counterpart: DyT's code (jiachenzhu/DyT) is Pre-LN only"),
         Variant("rezero", "ReZero", "Bachlechner et al. 2020", pre_norm=False, post_norm=False, b2t="none",
                 residual="rezero", dlcl=False, final_norm=False, init="default", warmup=True, ffn_init="torch",
                 ffn_init_source=FORK),

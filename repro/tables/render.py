@@ -10,10 +10,13 @@ import io
 import json
 import statistics
 import textwrap
+from collections import Counter
 from pathlib import Path
 
 from repro.config import RecipeError, resolve
 from repro.judging import judged_records
+from repro.model import version as model_code
+from repro.model.variants import VARIANTS
 from repro.results import current_records, machine, metric_at, recipes_dir, stale_note, stretch_hardware
 from repro.tables import paper_values as pv
 from repro.tables.spec import SPECS, TITLES, TableSpec
@@ -87,6 +90,12 @@ def table_notes(number: int, scale: str, results_dir: Path) -> list[str]:
                     notes.append(f"{group} {TITLES[method]} seed {r['seed']}: {r['note']}")
             if name in stale:  # listed, never dropped in silence, whether or not current records fill the cell
                 notes.append(f"{group} {TITLES[method]}: {stale_note(name, stale[name])}")
+            versions = Counter(model_code.of_record(r) for r in by_recipe.get(name, []))
+            if len(versions) > 1:
+                notes.append(f"{group} {TITLES[method]}: records of model-code versions "
+                             + ", ".join(f"{v} ({n} seeds)" for v, n in sorted(versions.items())))
+    methods = dict.fromkeys(m for ms in spec.groups.values() for m in ms)
+    notes += [f"{TITLES[m]}: {VARIANTS[m].note}" for m in methods if m in VARIANTS and VARIANTS[m].note]
     return notes
 
 

@@ -30,6 +30,7 @@ from repro.data.text import PAD, read_meta
 from repro.model.build import build_model
 from repro.model.cpu_paths import keep_freed_memory
 from repro.model.init import admin_profile, load_admin_profile, save_admin_profile
+from repro.model import version as model_code
 from repro.model.variants import get_variant
 from repro.progress import console, progress_bar
 from repro.results import atomic_write_text, corpus_fingerprint, git_commit, hardware, now
@@ -549,7 +550,7 @@ def _train(recipes: list[ResolvedRecipe], run_dirs: list[Path], data_root: Path,
     t0, c0 = time.time(), time.process_time()
 
     def segments(m: Member) -> list[dict]:
-        this = {"started": m.stretch_started, "commit": m.status["commit"],
+        this = {"started": m.stretch_started, "commit": m.status["commit"], "model_code": m.status["model_code"],
                 "hardware": m.status["hardware"], "from_update": from_update, "to_update": step,
                 "duration_s": round(time.time() - t0, 1), "cpu_s": round(time.process_time() - c0, 1),
                 **({"group_size": len(live)} if group else {}),
@@ -725,6 +726,7 @@ def prepare_member(m: Member, d: Dist, meta: dict, update_freq: int, merge: int,
                 Path(f"{stale}.sha256").unlink(missing_ok=True)
         (m.run_dir / "recipe.yaml").write_text(f"# {m.resolved.path} at scale {m.resolved.scale}\n" + dump_yaml(r))
     m.status = {"status": "running", "reason": "", "step": 0, "started": now(), "commit": git_commit(),
+                "model_code": model_code.current(r.model.variant),
                 "hardware": hardware(d.world), "update_freq": update_freq,
                 "data": corpus_fingerprint(r.data.corpus, meta),
                 "batching": {"tokens_per_gpu": batch_tokens(r) * merge, "batches_per_forward": merge,
