@@ -584,8 +584,10 @@ def recipes(folder: Path = typer.Argument(Path("recipes"), help="Folder of recip
 @app.command()
 def claims(scale: str = typer.Option("mini", "--scale", help="Whose records to judge."),
            fmt: str = typer.Option("text", "--format", help="text, markdown or json."),
-           rules: str = typer.Option("v2", "--rules", help="Which dated version of the judging rules (v1, v2)."),
-           changed: bool = typer.Option(False, "--changed", help="List the verdicts that changed from v1 to v2 instead."),
+           rules: str = typer.Option(None, "--rules", help="Which dated version of the judging rules (v1, v2, v3; "
+                                     "default the current one)."),
+           changed: bool = typer.Option(False, "--changed", help="List the verdicts that changed from the previous "
+                                        "version of the rules to --rules instead."),
            results: Path = typer.Option(Path("results"), "--results", help="Folder of run records.")):
     """Judge the paper's findings against results/: reproduced, not reproduced, inconclusive or not run.
 
@@ -594,11 +596,16 @@ def claims(scale: str = typer.Option("mini", "--scale", help="Whose records to j
     check_scale(scale)
     check_results(results)
     from repro.claims import render_changed, render_claims
-    from repro.judging import RULES
+    from repro.judging import CURRENT, RULES
+    rules = rules or CURRENT
     if rules not in RULES:
         fail(f"--rules {rules!r}: expected one of {', '.join(RULES)}")
+    versions = list(RULES)
+    if changed and rules == versions[0]:
+        fail(f"--changed --rules {rules}: {rules} is the first version; nothing came before it")
     try:
-        out = render_changed(results, scale) if changed else render_claims(results, scale, fmt, rules)
+        out = (render_changed(results, scale, versions[versions.index(rules) - 1], rules) if changed
+               else render_claims(results, scale, fmt, rules))
     except ValueError as e:
         fail(str(e))
     if out is not None:

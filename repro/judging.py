@@ -29,6 +29,33 @@ Rules v2 (2026-11-29), adding to the health rule:
 Added 2026-12-01, planning only (it asks for runs and judges none): an equivalence claim TOST cannot decide states
 the seeds per cell that would show equivalence with POWER were the true difference the paper's
 (seeds_needed_equivalence), as a directional one states the seeds that would detect it.
+
+Rules v3 (2026-12-03; repro/claims_v3.py applies them), changing v2 where it could not say what a reader needs or
+asked for more than any budget:
+- Planned looks. A comparison is tested when its cells reach LOOKS seeds (3, 5, 10, then SEED_CAP), each look at
+  the nominal one-sided level LOOK_ALPHA, a Pocock-type boundary that keeps the chance of a false "reproduced"
+  over all four looks at ALPHA (look_alpha computes it; normal approximation with the looks' information
+  fractions). Fewer than the first look's seeds: no test. A claim says its look.
+- The paper's effect ruled out. Where the paper's own difference E (carried to the scale as v2 carries it) is
+  positive and the one-sided bound of the difference lies under it (p_smaller < LOOK_ALPHA), the verdict is
+  "smaller than the paper's", its sign said separately (in the paper's direction, against it, or no difference
+  shown). "Inconclusive" is left for intervals that hold both zero and E.
+- A budget cap. No claim asks for more than SEED_CAP seeds per cell: 20 seeds make a pair of cells 40 runs, the
+  most one claim may take of a GPU session's grouped grid or of a fortnight of two CPU cores. The power rule uses
+  each cell's spread at its one-sided SD_CONFIDENCE upper confidence bound (chi-square), not a point estimate
+  from three seeds, Welch's degrees of freedom, and LOOK_ALPHA. An inconclusive claim whose effect needs more than
+  the cap is "not decidable at this scale", with the number it would need, and asks for no runs.
+- Several comparisons in one claim (B2T against each of several methods): each has its verdict; "against" and
+  "smaller" are Holm-adjusted within the claim (one comparison going against B2T by chance no longer settles
+  it); the claim is reproduced when every comparison is (an intersection-union test, valid uncorrected).
+- Failed seeds count. In a comparison, a seed that failed scores its corpus's trivial reference (the constant
+  output's BLEU, ROUGE-1 or WER; the unigram model's perplexity), so a method that fails on some seeds pays for
+  them; a cell that failed on most seeds still settles the comparison as in v2.
+- One model-code version per comparison (repro/model/version.py): the newest version at which every cell of the
+  claim has the first look's seeds; older seeds are left out and said, with the way their difference leans. Where
+  no version has them, the claim uses all and says it mixes.
+- Across a table's claims, Holm- and Benjamini-Hochberg-adjusted p values are shown beside the raw ones; verdicts
+  do not use them.
 """
 
 from __future__ import annotations
@@ -38,7 +65,7 @@ from dataclasses import dataclass
 
 from repro.results import metric_at
 
-RULES = {"v1": "2026-11-21", "v2": "2026-11-29"}  # version -> the date it took effect
+RULES = {"v1": "2026-11-21", "v2": "2026-11-29", "v3": "2026-12-03"}  # version -> the date it took effect
 CURRENT = "v2"
 
 NLL_MARGIN = 0.1        # nats under the unigram reference, and over the source-blind NLL
@@ -194,10 +221,96 @@ def seeds_needed_equivalence(sd: float, diff: float, margin: float, cap: int = 1
     return seeds_needed(sd, gap, cap)
 
 
+# -- rules v3: planned looks, the paper's effect ruled out, a cap ------------------------------------------------
+
+LOOKS = (3, 5, 10, 20)  # seeds per cell at which a comparison is tested
+SEED_CAP = LOOKS[-1]
+LOOK_ALPHA = 0.0174     # one-sided level at each look: look_alpha(LOOKS, ALPHA), stated here so that it is data
+SD_CONFIDENCE = 0.8     # the power rule's spread: each cell's SD at this one-sided upper confidence bound
+
+
+def look_alpha(looks: tuple[int, ...] = LOOKS, alpha: float = ALPHA) -> float:
+    """The one nominal one-sided level that, used at every look, keeps the chance that any look rejects a true
+    null at `alpha` (Pocock's constant for these information fractions, under the normal approximation: the look
+    statistics Z_i, Z_j correlate as sqrt(n_i / n_j))."""
+    import numpy as np
+    from scipy.optimize import brentq
+    from scipy.stats import multivariate_normal, norm
+    cov = np.array([[math.sqrt(min(a, b) / max(a, b)) for b in looks] for a in looks])
+    dist = multivariate_normal(mean=np.zeros(len(looks)), cov=cov, seed=0)
+    c = brentq(lambda x: dist.cdf(np.full(len(looks), x)) - (1 - alpha), 1.0, 4.0, xtol=1e-4)
+    return float(norm.sf(c))
+
+
+def look_of(n: int) -> int:
+    """How many of the planned looks `n` seeds per cell have reached (0: not yet the first)."""
+    return sum(n >= k for k in LOOKS)
+
+
+def variance_upper(values: list[float]) -> float:
+    """A cell's seed variance at its one-sided SD_CONFIDENCE upper confidence bound (chi-square, n - 1 df)."""
+    from scipy import stats
+    n = len(values)
+    m = sum(values) / n
+    var = sum((x - m) ** 2 for x in values) / (n - 1)
+    return var * (n - 1) / stats.chi2.ppf(1 - SD_CONFIDENCE, n - 1)
+
+
+def detectable_welch(va: float, vb: float, n: int, alpha: float = LOOK_ALPHA) -> float:
+    """The smallest true difference a one-sided Welch test at `alpha` detects with POWER, n seeds in each cell."""
+    from scipy import stats
+    if va + vb == 0:
+        return 0.0
+    df = (va + vb) ** 2 * (n - 1) / (va ** 2 + vb ** 2)
+    return (stats.t.ppf(1 - alpha, df) + stats.t.ppf(POWER, df)) * math.sqrt((va + vb) / n)
+
+
+def seeds_needed_v3(a: list[float], b: list[float], effect: float | None, cap: int = SEED_CAP,
+                    alpha: float = LOOK_ALPHA) -> tuple[int | None, int | None]:
+    """(seeds per cell to detect `effect` with POWER at `alpha` from the cells' upper-bound spreads, that number
+    when it exceeds `cap`): one of the two is None; both are None when the effect is not positive."""
+    if effect is None or effect <= 0:
+        return None, None
+    va, vb = variance_upper(a), variance_upper(b)
+    for n in range(MIN_SEEDS_TEST, 1001):
+        if detectable_welch(va, vb, n, alpha) <= effect:
+            return (n, None) if n <= cap else (None, n)
+    return None, 1001
+
+
+def p_smaller(w: Welch, effect: float) -> float:
+    """One-sided p that the true difference is as large as `effect` (small: the paper's effect is ruled out)."""
+    from scipy import stats
+    if w.se == 0:
+        return 0.0 if w.diff < effect else 1.0
+    return float(stats.t.cdf((w.diff - effect) / w.se, w.df))
+
+
+def holm(ps: list[float]) -> list[float]:
+    """Holm's step-down adjusted p values, in the order given."""
+    order = sorted(range(len(ps)), key=lambda i: ps[i])
+    out, running = [0.0] * len(ps), 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(ps) - rank) * ps[i]))
+        out[i] = running
+    return out
+
+
+def benjamini_hochberg(ps: list[float]) -> list[float]:
+    """Benjamini-Hochberg adjusted p values (false discovery rate), in the order given."""
+    order = sorted(range(len(ps)), key=lambda i: ps[i], reverse=True)
+    out, running = [0.0] * len(ps), 1.0
+    for rank, i in enumerate(order):
+        running = min(running, ps[i] * len(ps) / (len(ps) - rank))
+        out[i] = running
+    return out
+
+
 # -- records under a version of the rules -----------------------------------------------------------------------
 
 def judge_record(record: dict, refs: dict | None, rules: str = CURRENT) -> tuple[str, str]:
-    """(status, reason) of one record under `rules`: v1 keeps the health rule's; v2 adds learned nothing."""
+    """(status, reason) of one record under `rules`: v1 keeps the health rule's; v2 (and v3) add learned
+    nothing."""
     if rules not in RULES:
         raise ValueError(f"--rules {rules!r}: expected one of {', '.join(RULES)}")
     status, reason = record.get("status"), record.get("reason", "")

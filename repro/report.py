@@ -23,15 +23,38 @@ FIGURES = [
 CALIBRATION_TASKS = ("mt", "gigaword", "wikitext103", "librispeech")
 
 
+def _numbers(row: dict) -> tuple[str, str, str]:
+    """(seeds per cell, difference with its interval, p) of a claim, for the README: its comparison's, or for a
+    claim of several the deciding one's (the first with the claim's verdict, else the weakest)."""
+    judged = [j for j in row.get("comparisons", []) if "diff" in (j.get("test") or {})]
+    if judged:
+        j = next((j for j in judged if j["verdict"] == row["verdict"]), max(judged, key=lambda j: j["test"]["p"]))
+        t = j["test"]
+        ci, level = (t["ci95"], "95%") if "ci95" in t else (t["ci90"], "90%")
+        n = " vs ".join(str(x) for x in t["n"])
+        against = f" (vs {j['cells'][1].split('/')[-1]})" if len(row["comparisons"]) > 1 else ""
+        return n + against, f"{t['diff']:+.2f} [{ci[0]:+.2f}, {ci[1]:+.2f}] {level}", f"{t['p']:.3f}"
+    test = row.get("test") or {}
+    if "failed" in test:
+        return str(test["seeds"]), f"{test['failed']} of {test['seeds']} failed", "—"
+    return "—", "—", "—"
+
+
 def render_headline(results_dir: Path, scale: str) -> str:
-    """The claims and their verdicts alone, for the README (the evidence is on the results page)."""
+    """The claims with their numbers and verdicts, for the README (the full evidence is on the results page)."""
     from repro.claims import evaluate_claims, rules_line, verdict_counts
-    from repro.judging import CURRENT
+    from repro.judging import CURRENT, RULES
     rows = evaluate_claims(results_dir, scale)
     counts = verdict_counts(rows)
-    lines = [f"**The paper's claims at scale '{scale}': {counts}** ({rules_line(CURRENT)})", "",
-             "| claim | paper | verdict |", "|---|---|---|"]
-    lines += [f"| {r['claim']} | {r['source']} | {r['verdict']} |" for r in rows]
+    older = [v for v in RULES if v != CURRENT]
+    lines = [f"**The paper's claims at scale '{scale}': {counts}** ({rules_line(CURRENT)}). Each version of the "
+             f"rules was fixed before the runs of its own date; records made earlier were re-judged by it, and "
+             f"every version's verdicts stay computable (`lnrepro claims --rules {older[-1]}`, `--changed`).", "",
+             "| claim | paper | seeds per cell | difference in the claim's direction | p | verdict |",
+             "|---|---|---|---|---|---|"]
+    for r in rows:
+        n, diff, p = _numbers(r)
+        lines.append(f"| {r['claim']} | {r['source']} | {n} | {diff} | {p} | {r['verdict']} |")
     return "\n".join(lines) + "\n"
 
 
@@ -86,7 +109,11 @@ def render_results_page(results_dir: Path, scale: str) -> str:
            "time they take on the fastest GPU and CPU that recorded a pace of them (the claims' full evidence and the "
            "runs' commands follow below):", "", render_findings(results_dir, scale).strip(), "",
            "## Claims", "",
-           render_claims(results_dir, scale, "markdown").strip(), "", render_changed(results_dir, scale).strip(), ""]
+           render_claims(results_dir, scale, "markdown").strip(), ""]
+    from repro.judging import CURRENT, RULES
+    versions = list(RULES)[:list(RULES).index(CURRENT) + 1]
+    for old, new in reversed(list(zip(versions, versions[1:]))):
+        out += [render_changed(results_dir, scale, old, new).strip(), ""]
     regime = render_regime(results_dir, scale).strip()
     if regime:
         out += ["## Regime", "", "The regime each task's recipes train, and where calibration v2 stands "

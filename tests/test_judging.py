@@ -174,7 +174,7 @@ def test_claims_v2_directional_verdicts(tmp_path):
     b2t = _get(got, "6L-6L MT: B2T > Pre-LN")
     assert b2t["verdict"] == "reproduced" and "Welch" in b2t["evidence"]
     assert b2t["comparisons"][0]["test"]["p"] < 0.05
-    post = _get(got, "6L-6L MT: Post-LN >= Pre-LN")
+    post = _get(got, "6L-6L MT: Post-LN > Pre-LN")
     assert post["verdict"] == "inconclusive"
     test = post["comparisons"][0]["test"]
     assert test["seeds_needed"] > 3 and test["detectable"] > 0 and test["paper_effect"] == pytest.approx(0.49)
@@ -230,7 +230,7 @@ def test_claims_v2_conjunction_and_equivalence(tmp_path):
             ((31.0, 30.0, 30.2, 29.9, 32.0), (31.2, 30.1, 30.0, 30.0, 32.2), (31.1, 29.9, 30.1, 29.8, 32.1)), start=1):
         for name, v in (("b2t", b2t), ("deepnet", deepnet), ("admin", admin), ("dlcl", dlcl), ("t_fixup", tfix)):
             write_record(tmp_path, record(f"18L-18L-{name}", seed, metrics=bleu(v)))
-    got = _get(_claims(tmp_path), "18L-18L MT: B2T >= DeepNet")
+    got = _get(_claims(tmp_path), "18L-18L MT: B2T > each of DeepNet")
     assert got["verdict"] == "not reproduced" and "against 18L-18L-t_fixup: not reproduced" in got["evidence"]
     assert [c["verdict"] for c in got["comparisons"]] == ["reproduced"] * 3 + ["not reproduced"]
     for seed, (b2t, noln) in enumerate(((31.0, 31.05), (31.1, 31.0), (30.9, 31.02), (31.05, 30.95)), start=1):
@@ -243,7 +243,7 @@ def test_claims_v2_conjunction_and_equivalence(tmp_path):
 def test_claims_v2_stale_cells_say_what_they_wait_for(tmp_path):
     write_record(tmp_path, {**record("18L-18L-t_fixup", 1, metrics={"bleu_average": 30.0}), "recipe_hash": "old",
                             "stale_reason": "trained at lr 1e-3, not the recipe's 5e-4"})
-    got = _get(_claims(tmp_path), "18L-18L MT: B2T >= DeepNet")
+    got = _get(_claims(tmp_path), "18L-18L MT: B2T > each of DeepNet")
     assert got["verdict"] == "not run"
     assert "waits for runs of the current recipe" in got["evidence"] and "lr 1e-3" in got["evidence"]
 
@@ -395,8 +395,8 @@ def test_findings_say_per_task_what_each_claim_reads_and_the_runs_and_hours_it_s
     text = render_findings(tmp_path, "mini")
     mt = text.split("**Summarisation")[0]
     assert mt.startswith("**Machine translation") and "0 reproduced, 1 not reproduced" in mt
-    line = next(x for x in mt.splitlines() if "6L-6L MT: Post-LN >= Pre-LN" in x)
-    assert line.startswith("- not reproduced: 6L-6L MT: Post-LN >= Pre-LN on BLEU (Table 1): Welch diff -2.90")
+    line = next(x for x in mt.splitlines() if "6L-6L MT: Post-LN > Pre-LN" in x)
+    assert line.startswith("- not reproduced: 6L-6L MT: Post-LN > Pre-LN on BLEU (Table 1): Welch diff -2.90")
     wall = 4 * recipe_updates("6L-6L-post_ln", "mini") * 6.0 / 2  # four runs, two at a time
     assert line.endswith(f"still to run: 4 runs (6L-6L-post_ln seeds 4, 5, 6L-6L-pre_ln seeds 4, 5); "
                          f"{hours(wall)} on Intel Xeon 6/167, 1 thread")
