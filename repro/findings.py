@@ -90,15 +90,19 @@ def render_still_to_run(results_dir: Path, scale: str) -> str:
 
 def claim_missing(row: dict, cells: list[str], missing: dict[str, dict]) -> dict[str, dict]:
     """The runs one claim's own verdict still needs, of those its cells lack (`missing`, by recipe: the seeds each
-    cell lacks for every claim that reads it): each cell's first SEEDS_COMPARED seeds, and more only where this
-    claim's comparison of it is inconclusive for want of them. A claim already decided never asks for the seeds
-    another claim's power needs."""
-    from repro.tables.runs import SEEDS_COMPARED, claim_power
+    cell lacks for every claim that reads it): a claim not yet run its first look's seeds; an inconclusive one the
+    seeds of its next planned look (a failure claim its minimum); a claim decided, or not decidable at this scale,
+    none (rules v3)."""
+    from repro.judging import LOOKS, MIN_SEEDS_FAILURE
+    from repro.tables.runs import claim_power
+    if row["verdict"] not in ("inconclusive", "not run"):
+        return {}
     power = claim_power(row)
+    least = MIN_SEEDS_FAILURE if "failed" in (row.get("test") or {}) else LOOKS[0]
     out = {}
     for cell in cells:
         if cell in missing:
-            seeds = [s for s in missing[cell]["seeds"] if s <= max(SEEDS_COMPARED, power.get(cell, 0))]
+            seeds = [s for s in missing[cell]["seeds"] if s <= max(least, power.get(cell, 0))]
             if seeds:
                 out[cell] = {**missing[cell], "seeds": seeds}
     return out

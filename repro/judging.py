@@ -66,7 +66,7 @@ from dataclasses import dataclass
 from repro.results import metric_at
 
 RULES = {"v1": "2026-11-21", "v2": "2026-11-29", "v3": "2026-12-03"}  # version -> the date it took effect
-CURRENT = "v2"
+CURRENT = "v3"
 
 NLL_MARGIN = 0.1        # nats under the unigram reference, and over the source-blind NLL
 METRIC_MARGIN = 1.0     # points (BLEU, ROUGE-1 x 100, WER %) beyond the best constant output

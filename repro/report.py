@@ -34,6 +34,9 @@ def _numbers(row: dict) -> tuple[str, str, str]:
         n = " vs ".join(str(x) for x in t["n"])
         against = f" (vs {j['cells'][1].split('/')[-1]})" if len(row["comparisons"]) > 1 else ""
         return n + against, f"{t['diff']:+.2f} [{ci[0]:+.2f}, {ci[1]:+.2f}] {level}", f"{t['p']:.3f}"
+    fixed = [j for j in row.get("comparisons", []) if j["verdict"] == row["verdict"]]
+    if fixed:  # settled without a test: a cell failed on most seeds, or too few seeds for the first look
+        return "—", fixed[0]["why"], "—"
     test = row.get("test") or {}
     if "failed" in test:
         return str(test["seeds"]), f"{test['failed']} of {test['seeds']} failed", "—"

@@ -23,7 +23,7 @@ def test_readme_is_short_and_its_first_screen_says_what_and_how():
 
 
 def test_readme_generated_blocks_are_the_command_output():
-    assert README.count("| claim | paper | verdict |") == 1, "the claims table stands once, in the generated block"
+    assert README.count("| claim | paper | seeds per cell |") == 1, "the claims table stands once, in the generated block"
     for name in README_BLOCKS:
         assert all(README.count(marker) == 1 for marker in block_markers(name)), name
     assert README == readme_with_blocks(README, REPO / "results"), (
