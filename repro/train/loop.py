@@ -604,7 +604,8 @@ def _train(recipes: list[ResolvedRecipe], run_dirs: list[Path], data_root: Path,
             return
         ended = [m for m, k in zip(active, keep) if not k]
         stopped = [m for m in ended if m.failed is None]
-        if stopped and step % r.train.save_interval:  # its last update's weights, as a run at its end keeps them
+        if stopped:  # its last update's weights, as a run at its end keeps them (the checkpoint of a save_interval
+            # update comes after this, for the members still training only)
             save_checkpoints(stopped)
         for m in ended:
             finish(m)
