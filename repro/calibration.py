@@ -406,6 +406,8 @@ def collect_runs(entries: list[tuple[str, dict]], runs_dir: Path, out_dir: Path)
                                        "started", "duration_s", "status", "reason", "step")},
             **({"model_code": status["model_code"]} if "model_code" in status else {}),
             **status_provenance(status)}
+        if (runs_dir / base / "metrics.json").is_file():  # evaluated as it ended (calibration v2.1's gate)
+            record["metrics"] = read_json(runs_dir / base / "metrics.json")
         path = out_dir / f"{base}.json"
         check_record_slot(path, record["recipe_hash"])
         if path.is_file():
@@ -601,7 +603,7 @@ def to_run(spec: CalibrationSpec, name: str, k: int, runs_dir: Path, out_dir: Pa
 
 def jobs_v2(spec: CalibrationSpec, task: str, runs_dir: Path, data_root: Path, grouped: bool, out_dir: Path,
             results_dir: Path, settings: list[tuple[int, float, int]] | None = None, flags: list[str] | None = None,
-            one_forward: bool = False) -> list:
+            one_forward: bool = False, evaluate: bool = False) -> list:
     """The grid's baseline runs not made yet (`to_run`), of `settings` alone where given (a grid split across
     machines or sessions): one `train` job each (`flags` and `one_forward` as train_job takes them), or, `grouped`,
     one job per baseline and tokens factor training its learning rates and warmups as one stacked model (`calibrate
@@ -618,27 +620,31 @@ def jobs_v2(spec: CalibrationSpec, task: str, runs_dir: Path, data_root: Path, g
             for st in (st for st in spec.settings_v2() if st[2] == k and st in wanted):
                 names = sorted((n for n in spec.baselines if st in todo[n]),
                                key=lambda n: last_checkpoint(runs_dir / label_v2(n, st)) or 0)
-                out += [train_job(spec, name, st, runs_dir, data_root, flags=flags, one_forward=one_forward)
-                        for name in names]
+                out += [train_job(spec, name, st, runs_dir, data_root, flags=flags, one_forward=one_forward,
+                                  evaluate=evaluate) for name in names]
             continue
         for name in spec.baselines:
             unmade = to_run(spec, name, k, runs_dir, out_dir)
             todo = [st for st in unmade if st in wanted]
             if len(todo) > 1 and todo == unmade:  # a group trains all its factor's unmade settings (--train-group)
                 base = f"{name.replace('/', '-')}-x{k}-group"
-                out.append(Job(base, [["calibrate", task, "--train-group", f"{name}:{k}", "--runs", str(runs_dir),
-                                       "--root", str(data_root), "--results", str(results_dir)]],
-                               runs_dir / f"{base}.out",
-                               runs_dir / label_v2(name, todo[0]), spec.max_updates))
+                steps = [["calibrate", task, "--train-group", f"{name}:{k}", "--runs", str(runs_dir), "--root",
+                          str(data_root), "--results", str(results_dir)]]
+                steps += [["evaluate", str(runs_dir / label_v2(name, st)), "--root", str(data_root), "--results",
+                           str(runs_dir / "records")] for st in todo] if evaluate else []
+                out.append(Job(base, steps, runs_dir / f"{base}.out", runs_dir / label_v2(name, todo[0]),
+                               spec.max_updates))
                 continue
-            out += [train_job(spec, name, st, runs_dir, data_root) for st in todo]
+            out += [train_job(spec, name, st, runs_dir, data_root, evaluate=evaluate) for st in todo]
     return out
 
 
 def train_job(spec: CalibrationSpec, name: str, setting: tuple, runs_dir: Path, data_root: Path,
-              max_updates: int | None = None, flags: list[str] | None = None, one_forward: bool = False):
+              max_updates: int | None = None, flags: list[str] | None = None, one_forward: bool = False,
+              evaluate: bool = False):
     """One run's `train` job, with `flags`; `one_forward`: a tokens-x`k` update's k batches in one forward
-    (train --tokens-per-gpu), the same update made with the launches of one batch."""
+    (train --tokens-per-gpu), the same update made with the launches of one batch; `evaluate`: then its
+    evaluation (calibration v2.1's gate reads the metrics)."""
     from repro.config import resolve
     from repro.launch import Job
     from repro.train.tasks import batch_tokens
@@ -650,7 +656,9 @@ def train_job(spec: CalibrationSpec, name: str, setting: tuple, runs_dir: Path, 
         args += ["--tokens-per-gpu", str(per_batch * setting[2])]
     for item in overrides_v2(spec, name, setting, max_updates):
         args += ["--set", item]
-    return Job(label_v2(name, setting), [args], run_dir / "train.out", run_dir, max_updates or spec.max_updates)
+    steps = [args] + ([["evaluate", str(run_dir), "--root", str(data_root), "--results", str(runs_dir / "records")]]
+                      if evaluate else [])
+    return Job(label_v2(name, setting), steps, run_dir / "train.out", run_dir, max_updates or spec.max_updates)
 
 
 def train_group_v2(spec: CalibrationSpec, name: str, k: int, runs_dir: Path, data_root: Path, out_dir: Path) -> None:
@@ -704,10 +712,12 @@ def decision_v2(spec: CalibrationSpec, out_dir: Path, results_dir: Path, recorde
 
 
 def decide_v2(spec: CalibrationSpec, out_dir: Path, results_dir: Path) -> dict:
-    """choose_v2 on the collected records; a whole grid's decision is written to out_dir/choice.json (kept, with
-    when and where it was first made, while the records give the same one) with the curves in curves.png."""
-    runs, deep = recorded = recorded_v2(spec, out_dir)
-    decision = decision_v2(spec, out_dir, results_dir, recorded)
+    """The decision on the collected records under the rule in force (calibration v2.1, which applies choose_v2);
+    a decision is written to out_dir/choice.json (kept, with when and where it was first made, while the records
+    give the same one) with the curves in curves.png."""
+    from repro import calibration_v2_1
+    runs, deep = recorded_v2(spec, out_dir)
+    decision = calibration_v2_1.decision(spec, out_dir, results_dir)
     if runs:  # the curves so far; nothing to draw before the first run
         plot_v2(spec, runs, deep, decision, out_dir / "curves.png", unigram_nll_of(spec, results_dir))
     if decision.get("incomplete"):

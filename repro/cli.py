@@ -913,14 +913,19 @@ def calibrate_v2(task: str, jobs: int, threads: int | None, decide_only: bool, r
             check_graphable(resolve(calibration.recipe_path(spec, spec.baselines[0]), spec.scale).recipe,
                             "cuda" if torch.cuda.is_available() else "cpu", 1)
         flags = ["--cuda-graphs"] if cuda_graphs else []
+        from repro import calibration_v2_1
+        evaluate = calibration_v2_1.x1_first(spec)
         while not decide_only:
-            todo = calibration.jobs_v2(spec, task, runs, root, grouped, out_dir, results, only, flags, one_forward)
+            wanted = only if only is not None else calibration_v2_1.settings_to_train(
+                spec, calibration_v2_1.decision(spec, out_dir, results))
+            todo = (calibration.jobs_v2(spec, task, runs, root, grouped, out_dir, results, wanted, flags, one_forward,
+                                        evaluate) if wanted else [])
             decision = calibration.decide_v2(spec, out_dir, results) if not todo else None
             if decision is not None and decision.get("deep_needed") and only is None:
                 need = decision["deep_needed"]
                 deep_at = (need["warmup_updates"], need["lr"], need["tokens_factor"])
                 todo = [calibration.train_job(spec, spec.deep_pre_ln, deep_at, runs, root, need["max_updates"],
-                                              flags, one_forward)]
+                                              flags, one_forward, evaluate)]
             if not todo:
                 break
             runs_of = calibration.job_runs(spec, todo)
@@ -942,7 +947,7 @@ def calibrate_v2(task: str, jobs: int, threads: int | None, decide_only: bool, r
     except (RecipeError, ValueError, OSError) as e:
         fail(str(e))
     from rich.table import Table
-    t = Table(title=f"Calibration v2 of the {spec.scale} regime for {task} ({calibration.RULES_V2})",
+    t = Table(title=f"Calibration of the {spec.scale} regime for {task} ({decision['rules']})",
               box=None, padding=(0, 1, 0, 0), header_style="bold underline")  # nine columns in 80 characters
     short = lambda name: name.rsplit("/", 1)[-1]  # the recipe without its task folder: narrower columns
     variant = lambda name: name.rsplit("-", 1)[-1]  # a baseline by its variant: both are the shallow depth
@@ -968,7 +973,7 @@ def calibrate_v2(task: str, jobs: int, threads: int | None, decide_only: bool, r
     where = (f" ({out_dir / 'choice.json'})" if decision["choice"] or decision["not_informative"] else
              f" ({lack}; `lnrepro calibrate {task}` trains {'it' if n == 1 else 'them'})" if n else
              f" (`lnrepro calibrate {task}` runs it)")
-    console.print(calibration.outcome_v2(spec, decision) + where, markup=False, highlight=False)
+    console.print(calibration_v2_1.outcome(spec, decision) + where, markup=False, highlight=False)
 
 
 def entry():

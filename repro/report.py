@@ -65,7 +65,7 @@ def render_regime(results_dir: Path, scale: str = "mini") -> str:
     """Per task: the regime its recipes train at `scale` today, and where calibration v2 stands (the baseline runs
     recorded of its grid's, their training time and machines, and the choice, the reason the task is not
     informative, or what the decision waits for), from the v2 specs and the collected records."""
-    from repro import calibration
+    from repro import calibration, calibration_v2_1
     from repro.config import resolve
     from repro.results import read_json, recipes_dir, where
     lines = []
@@ -89,7 +89,7 @@ def render_regime(results_dir: Path, scale: str = "mini") -> str:
         for machine, s in sorted(seconds.items(), key=lambda kv: -kv[1]):
             runs += f"; {s / 3600:.1f} h" if s >= 360 else f"; {s / 60:.0f} min"
             runs += f" on {machine}"
-        outcome = calibration.outcome_v2(spec, calibration.decision_v2(spec, out_dir, results_dir) if records else {})
+        outcome = calibration_v2_1.outcome(spec, calibration_v2_1.decision(spec, out_dir, results_dir))
         lines.append(f"| {task} | {now} | {spec.max_updates:,} | {runs} | {outcome} |")
     if not lines:
         return ""

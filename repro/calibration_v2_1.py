@@ -1,0 +1,136 @@
+"""Calibration v2.1 (2026-12-03), fixed with its tests before any run it decides. It keeps calibration v2's rule
+(repro/calibration.py, choose_v2: minimax regret among the settings where both shallow baselines learn, the
+deepest Pre-LN learning too) and its records, and says which grid each task runs, and how far:
+
+- A task whose two baselines and deepest Pre-LN all learned under its v1 regime (the judging rules' gate, on the
+  committed records of its current recipes: a majority of each cell's seeds did not fail), and whose v2 grid has
+  no recorded run, keeps its v1 regime: v2's 16 runs would cost more than the evidence they would replace. (MT.)
+- A grid with runs recorded on the rule's date is finished as v2 states it, v2's gate included (`FINISHED_AS_V2`:
+  Gigaword, decided; the language model, 12 of 16 runs).
+- Otherwise the grid runs its tokens-x1 settings first, and its tokens-x4 settings only when no x1 setting is a
+  candidate at which the deepest Pre-LN learns. (Speech.)
+- Learned is the judging rules' gate (repro/judging.py): beside v2's failure and unigram-NLL tests, a run whose
+  record holds its evaluation must beat the best constant output on the task's metric and, where measured, use its
+  source. Calibration runs of the x1-first grids are evaluated as they end, so that the gate has their metrics.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from repro import calibration
+from repro.calibration import CalibrationSpec, choose_v2, label_v2
+from repro.results import read_json, read_jsonl
+
+RULES_V2_1 = "calibration v2.1 of 2026-12-03 (repro/calibration_v2_1.py: decide)"
+DATE = "2026-12-03"
+FINISHED_AS_V2 = ("summarization", "lm")
+"""Tasks (spec `task`) whose v2 grids had runs recorded on DATE: finished as v2 states them."""
+
+
+def v1_learned(spec: CalibrationSpec, results_dir: Path) -> tuple[bool, str]:
+    """Whether the task's two baselines and its deepest Pre-LN learned under the regime its recipes train (v1):
+    each cell has committed records of its current recipe, and a majority of them did not fail under the judging
+    rules in force. With the counts that say so."""
+    from repro.judging import judged_records
+    records, _ = judged_records(results_dir, spec.scale)
+    parts, ok = [], True
+    for name in (*spec.baselines, spec.deep_pre_ln):
+        recs = records.get(name, [])
+        learned = sum(r["status"] == "completed" for r in recs)
+        parts.append(f"{name} {learned} of {len(recs)} seeds")
+        ok = ok and bool(recs) and learned * 2 > len(recs)
+    return ok, ", ".join(parts)
+
+
+def x1_first(spec: CalibrationSpec) -> bool:
+    return spec.task not in FINISHED_AS_V2
+
+
+def judged_runs(spec: CalibrationSpec, out_dir: Path, refs: dict | None) -> tuple[dict, dict]:
+    """The collected runs as choose_v2 reads them, (status, reason, curve), with status and reason the judging
+    rules' where a record holds its evaluation: a run that did not beat the constant output has failed."""
+    from repro.judging import learned_nothing
+
+    def one(base: str):
+        path = out_dir / f"{base}.json"
+        if not path.is_file():
+            return None
+        record = read_json(path)
+        status, reason = record["status"], record.get("reason", "")
+        if status == "completed" and record.get("metrics"):
+            why = learned_nothing(record, refs)
+            if why:
+                status, reason = "failed", why
+        return status, reason, calibration.valid_curve(read_jsonl(out_dir / f"{base}.log.jsonl"))
+    runs = {st: got for st in spec.settings_v2()
+            if (got := {b: r for b in spec.baselines if (r := one(label_v2(b, st)))})}
+    deep = {st: r for st in spec.settings_v2() if (r := one(label_v2(spec.deep_pre_ln, st)))}
+    return runs, deep
+
+
+def v1_regime(spec: CalibrationSpec) -> dict:
+    from repro.config import resolve
+    o = resolve(calibration.recipe_path(spec, spec.baselines[0]), spec.scale).recipe.optim
+    return {"warmup_updates": o.warmup_updates, "lr": o.lr, "tokens_factor": o.gpus_per_update,
+            "max_updates": o.max_updates}
+
+
+def choose(spec: CalibrationSpec, runs: dict, unigram_nll: float, deep: dict, v1: tuple[bool, str]) -> dict:
+    """The decision under v2.1 (see the module's docstring). `v1` is v1_learned's answer."""
+    if not x1_first(spec):
+        return choose_v2(spec, runs, unigram_nll, deep)
+    if not runs and v1[0]:
+        return {"rules": RULES_V2_1, "settings": [], "choice": {**v1_regime(spec)}, "not_informative": None,
+                "deep_needed": None, "kept_v1": f"both baselines and the deepest Pre-LN learned under the v1 regime "
+                                                f"({v1[1]}) and the v2 grid has no recorded run"}
+    x1 = dataclasses.replace(spec, tokens_factor=(1,))
+    first = choose_v2(x1, {st: r for st, r in runs.items() if st[2] == 1}, unigram_nll,
+                      {st: r for st, r in deep.items() if st[2] == 1})
+    first["rules"] = RULES_V2_1
+    if first.get("incomplete") or first.get("choice") or first.get("deep_needed") or spec.tokens_factor == (1,):
+        first["stage"] = "tokens x1"
+        return first
+    whole = choose_v2(spec, runs, unigram_nll, deep)  # no x1 setting serves: the x4 settings run too
+    whole.update({"rules": RULES_V2_1, "stage": "tokens x4: no x1 setting is a candidate at which "
+                  f"{spec.deep_pre_ln} learns ({first['not_informative']})"})
+    return whole
+
+
+def settings_to_train(spec: CalibrationSpec, decision: dict) -> list[tuple[int, float, int]]:
+    """The grid settings v2.1 trains now: none where v1 is kept, the x1 settings while they decide, else all."""
+    if decision.get("kept_v1"):
+        return []
+    if x1_first(spec) and decision.get("stage") == "tokens x1":
+        return [st for st in spec.settings_v2() if st[2] == 1]
+    return spec.settings_v2()
+
+
+def decision(spec: CalibrationSpec, out_dir: Path, results_dir: Path) -> dict:
+    """choose on the collected records, writing nothing."""
+    from repro.judging import references_for
+    from repro.references import load_references
+    refs = None
+    if x1_first(spec):
+        references = load_references(results_dir)
+        probe = {"recipe_name": spec.baselines[0], "scale": spec.scale}
+        refs = references_for(probe, references)
+    runs, deep = judged_runs(spec, out_dir, refs) if x1_first(spec) else calibration.recorded_v2(spec, out_dir)
+    v1 = v1_learned(spec, results_dir) if x1_first(spec) and not runs else (False, "")
+    d = choose(spec, runs, calibration.unigram_nll_of(spec, results_dir), deep, v1)
+    d.update({"task": spec.task, "scale": spec.scale, "spec": str(spec.path), "baselines": list(spec.baselines),
+              "deep_pre_ln": spec.deep_pre_ln})
+    return d
+
+
+def outcome(spec: CalibrationSpec, d: dict) -> str:
+    """A v2.1 decision in one line, with the rule that made it."""
+    if d.get("kept_v1"):
+        c = d["choice"]
+        return (f"kept v1 (calibration v2.1): warmup {c['warmup_updates']:,}, lr {c['lr']:g}, "
+                f"{c['max_updates']:,} updates; {d['kept_v1']}")
+    line = calibration.outcome_v2(spec, d)
+    if d.get("stage") and not d.get("choice") and not d.get("not_informative"):
+        line += f" ({d['stage']}, calibration v2.1)"
+    return line
