@@ -17,7 +17,8 @@ demo: $(STAMP)
 	.venv/bin/lnrepro table 1
 	.venv/bin/lnrepro table 1 --scale mini
 	.venv/bin/lnrepro figure 3 --out figures/figure3.png --json figures/figure3.json
-	@echo "Next: reproduce a table:  .venv/bin/lnrepro reproduce 1 --scale mini --plan  (README: Reproduce a table)"
+	@echo "Next: source .venv/bin/activate  (puts lnrepro on the PATH), then"
+	@echo "      reproduce a table:  lnrepro reproduce 1 --scale mini --plan  (README: Reproduce a table)"
 	@echo "      read the results:   docs/results-mini.md  (every table, claim, figure and run at mini)"
 
 test: $(STAMP)

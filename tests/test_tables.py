@@ -149,7 +149,20 @@ def test_tables_render_from_fixture_records(tmp_path):
     assert avg[("18L-18L", "post_ln")]["status"] == "failed"
     assert avg[("60L-12L", "b2t")]["status"] == "not run"
     md = render_table(1, scale="mini", fmt="markdown", results_dir=tmp_path)
-    assert "26.53 / 20.50 ± 0.71 (-6.03)" in md and "Training failed / Training failed" in md
+    # below paper scale the two numbers are of different datasets: no difference is taken (a paper-scale one is)
+    assert "26.53 / 20.50 ± 0.71 |" in md and "(-6.03)" not in md and "Training failed / Training failed" in md
+    assert "Diff" not in render_table(1, scale="mini", fmt="text", results_dir=tmp_path)
+    paper = tmp_path / "paper-scale"
+    for rec in (tmp_path / "mini").rglob("seed*.json"):
+        data = json.loads(rec.read_text())
+        if data.get("recipe_name") == "6L-6L-b2t":
+            target = paper / "paper" / rec.relative_to(tmp_path / "mini")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(json.dumps({**data, "scale": "paper",
+                                          "recipe_hash": __import__("repro.results", fromlist=["x"]).current_hash(
+                                              "6L-6L-b2t", "paper")}))
+    paper_md = render_table(1, scale="paper", fmt="markdown", results_dir=paper)
+    assert "26.53 / 20.50 ± 0.71 (-6.03)" in paper_md
     golden = (GOLDEN / "table1_mini.md").read_text()
     assert md == golden, "table 1 Markdown changed; if intended, run python tests/golden/regenerate.py"
     for number in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10):

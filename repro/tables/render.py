@@ -66,7 +66,9 @@ def table_rows(number: int, scale: str, results_dir: Path, paper_version: str = 
                 ours = ours_cell(recs, spec.metric_paths(col))
                 if ours["status"] == "not run" and stale.get(spec.recipe_name(group, method)):
                     ours["status"] = "stale"  # records of an earlier version of the recipe: not counted
-                delta = (ours["mean"] - p) if isinstance(p, float) and ours["mean"] is not None else None
+                # a difference only where both numbers are of one dataset: below paper scale ours are of another
+                delta = ((ours["mean"] - p) if scale == "paper" and isinstance(p, float) and ours["mean"] is not None
+                         else None)
                 rows.append({"table": number, "group": group, "method": method, "metric": col, "paper": p,
                              "ours": ours["mean"], "std": ours["std"], "delta": delta, "seeds": ours["seeds"],
                              "failed_seeds": ours.get("failed_seeds", 0), "scale": scale, "status": ours["status"],
@@ -135,7 +137,9 @@ def _grid(rows: list[dict], columns: list[str]):
 
 def _caption(spec: TableSpec, scale: str, paper_version: str) -> str:
     cap = (f"Table {spec.number}: {spec.title}. Each cell: paper / ours (difference); ours at scale '{scale}', "
-           f"mean ± std over the seeds that trained.")
+           f"mean ± std over the seeds that trained." if scale == "paper" else
+           f"Table {spec.number}: {spec.title}. Each cell: paper / ours; ours at scale '{scale}', mean ± std over "
+           f"the seeds that trained, on smaller data than the paper's, so no difference is taken.")
     if paper_version == "ja":
         cap += f" Paper values from the Japanese version ({pv.JA_TABLE_NUMBERS[spec.number]})."
     if spec.number in pv.ERRATA and paper_version == "en":
@@ -198,11 +202,14 @@ def plain_table(headers: list[str], rows: list[list[str]]) -> str:
 def text(spec, columns, rows, scale, paper_version, notes=()) -> str:
     """A plain aligned table, one line per cell (group, method, column): paper, difference, ours; never wider than
     its longest cell, so it fits 80 columns whatever the table."""
-    lines = [_caption(spec, scale, paper_version).replace("Each cell: paper / ours (difference); ours", "Ours"), ""]
+    lines = [_caption(spec, scale, paper_version).replace("Each cell: paper / ours (difference); ours", "Ours")
+             .replace("Each cell: paper / ours; ours", "Ours"), ""]
     short = lambda v: v.replace(pv.FAILED, "failed")  # "Training failed" in a narrow column
+    diff = scale == "paper"  # below it the two numbers are of different datasets: no Diff column
     body = [[r["group"], TITLES[r["method"]], r["metric"], short(_fmt_paper(r["paper"])),
-             "" if r["delta"] is None else f"{r['delta']:+.2f}", short(_fmt_ours(r))] for r in rows]
-    table = plain_table([spec.group_label, "Method", "Column", "Paper", "Diff", "Ours"], body)
+             *(["" if r["delta"] is None else f"{r['delta']:+.2f}"] if diff else []), short(_fmt_ours(r))]
+            for r in rows]
+    table = plain_table([spec.group_label, "Method", "Column", "Paper", *(["Diff"] if diff else []), "Ours"], body)
     wrap = lambda t, first="", rest="": "\n".join(textwrap.wrap(t, 80, initial_indent=first, subsequent_indent=rest,
                                                                 break_on_hyphens=False))
     return wrap(lines[0]) + "\n\n" + table + "".join(wrap(n, "- ", "  ") + "\n" for n in notes)
