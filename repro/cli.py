@@ -976,6 +976,61 @@ def calibrate_v2(task: str, jobs: int, threads: int | None, decide_only: bool, r
     console.print(calibration_v2_1.outcome(spec, decision) + where, markup=False, highlight=False)
 
 
+@app.command()
+def queue(scale: str = typer.Option("mini", "--scale", help="Whose records decide what is still needed."),
+          hours: Optional[float] = typer.Option(None, "--hours", min=0.0, help="Show (or with --run, train) only the "
+                                                "sets that fit this many priced hours, in order."),
+          fmt: str = typer.Option("text", "--format", help="text or json."),
+          run: bool = typer.Option(False, "--run", help="Train the queued runs in order, in lanes that resume."),
+          jobs: Optional[int] = typer.Option(None, "--jobs", help="Runs at once (default: one per core, one thread "
+                                             "each; one on a GPU)."),
+          runs: Optional[Path] = typer.Option(None, "--runs", help="Where the runs train: outside the checkout, so a "
+                                              "fresh clone resumes them (default $LNREPRO_RUNS or ~/lnrepro-runs)."),
+          root: Path = typer.Option(None, "--root", help="Prepared corpora (default data/ or $LNREPRO_DATA)."),
+          results: Path = typer.Option(Path("results"), "--results", help="Folder of run records.")):
+    """The runs the claims still need, as decisive sets ordered by claims decided per priced hour; --run trains
+    them in that order.
+
+    Example: lnrepro queue --hours 10
+    """
+    import torch
+
+    from repro import queue as evidence_queue
+    from repro.launch import default_threads, run_jobs
+    from repro.queue import default_runs
+    check_scale(scale)
+    check_results(results)
+    if fmt not in ("text", "json"):
+        fail(f"--format {fmt!r}: expected text or json")
+    on_gpu = torch.cuda.is_available()
+    try:
+        sets = evidence_queue.build(results, scale, on_gpu)
+    except (RecipeError, ValueError, OSError) as e:
+        fail(str(e))
+    print(evidence_queue.render(sets, hours, fmt), end="")
+    if not run:
+        return
+    chosen = evidence_queue.within(sets, hours)
+    runs_dir = (runs or default_runs()).expanduser()
+    check_folder(runs_dir, "--runs")
+    parallel = jobs or (1 if on_gpu else os.cpu_count() or 1)
+    if parallel < 1:
+        fail(f"--jobs {parallel}: expected at least 1")
+    todo = evidence_queue.jobs(chosen, results, runs_dir, root or default_root(), on_gpu, scale)
+    if not todo:
+        console.print("nothing queued to train", markup=False)
+        return
+    collect, settle = evidence_queue.watch(chosen, results, runs_dir)
+    console.print(f"training {len(todo)} job(s), {min(parallel, len(todo))} at once, in {runs_dir}", markup=False,
+                  highlight=False)
+    done = run_jobs(todo, parallel, default_threads(parallel, len(todo)), on_finish=collect, on_tick=settle,
+                    tick_s=30.0)
+    collect()
+    bad = [j.name for j in done if j.state != "done"]
+    if bad:
+        fail(f"jobs that did not finish: {', '.join(bad)} (their logs are in their run folders under {runs_dir})")
+
+
 def entry():
     """The `lnrepro` command: a wrong argument or option is one line naming it, exit 2 (click's default is three)."""
     import faulthandler

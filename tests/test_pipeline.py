@@ -126,7 +126,8 @@ def test_non_finite_loss_fails_cleanly(tiny_root, tmp_path):
     r = runner.invoke(app, ["train", str(REPO / "recipes/6L-6L-post_ln.yaml"), "--scale", "tiny",
                             "--run-dir", str(tmp_path / "run"), "--root", str(tiny_root), "--results", str(results),
                             "--set", "optim.lr=1.0", "--set", "optim.warmup_updates=1",
-                            "--set", "model.encoder_layers=1", "--set", "model.decoder_layers=1"])
+                            "--set", "model.encoder_layers=1", "--set", "model.decoder_layers=1",
+                            "--set", "optim.max_updates=12"])  # its loss explodes at update 5
     assert r.exit_code == 0, r.output
     status = json.loads((tmp_path / "run/status.json").read_text())
     assert status["status"] == "failed" and ("became" in status["reason"] or "exploded" in status["reason"])

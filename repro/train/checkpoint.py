@@ -94,9 +94,13 @@ def load(path: Path) -> dict:
     try:
         with torch.serialization.safe_globals(SAFE_GLOBALS):
             return torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError:
-        raise CheckpointError(f"{path}: refused: it names {', '.join(foreign_globals(path)) or 'a global'}, which "
-                              f"no lnrepro checkpoint holds (a checkpoint is read as data only)") from None
+    except pickle.UnpicklingError as e:
+        foreign = foreign_globals(path)
+        if foreign or "global" in str(e).lower():
+            raise CheckpointError(f"{path}: refused: it names {', '.join(foreign) or 'a global'}, which no lnrepro "
+                                  f"checkpoint holds (a checkpoint is read as data only)") from None
+        raise CheckpointError(f"{path}: cannot be read as a checkpoint (UnpicklingError); delete it to resume from "
+                              f"the one before") from None
     except Exception as e:  # torch raises several kinds for a truncated or foreign file
         raise CheckpointError(f"{path}: cannot be read as a checkpoint ({type(e).__name__}); "
                               f"delete it to resume from the one before") from None

@@ -1,0 +1,279 @@
+"""The evidence as a queue (`lnrepro queue`): the runs the claims still need, grouped into decisive sets and ordered
+by claims decided per priced hour, and worked down in lanes whose run folders outlive a session.
+
+- A decisive set is what takes one claim to its next verdict or planned look: the runs its own verdict asks for
+  (repro/findings.py: claim_missing, under the judging rules in force), or one calibration setting's runs of a task
+  whose regime is undecided (repro/calibration_v2_1.py says which settings it trains now).
+- Order: calibration of an undecided task first (every record of that task waits for it); then the claim sets,
+  most claims decided per hour first, each priced at this machine's pace where the records keep one, else at the
+  fastest machine of the kind here (a GPU's where one is present) that priced it; runs another set already
+  queued are not paid twice. Sets nobody priced come after the priced ones, fewest runs first. Claims of a task
+  whose regime is undecided wait: their runs could go stale when it is decided.
+- `--run` trains the queued runs in that order, one-thread runs side by side on a CPU or a cell's seeds as one
+  group on a GPU, in run folders outside the checkout (`--runs`, default $LNREPRO_RUNS or ~/lnrepro-runs), so a
+  fresh clone on the same machine resumes them (`train --resume`); each record is written as its run ends.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from repro.claims import CLAIMS, claim_cells, evaluate_claims, task_folder
+
+CALIBRATION_TASKS = ("mt", "gigaword", "wikitext103", "librispeech")
+
+
+def default_runs() -> Path:
+    """Where the queue's runs train: outside any checkout, so that a fresh clone on this machine resumes them."""
+    return Path(os.environ.get("LNREPRO_RUNS") or Path.home() / "lnrepro-runs")
+
+
+@dataclass
+class DecisiveSet:
+    kind: str                 # "calibration" or "claim"
+    task: str                 # calibration's name of the task: mt, gigaword, wikitext103, librispeech
+    claims: list[str]
+    runs: list[tuple[str, int]]  # (recipe name, seed); a calibration run's seed is its setting's label
+    state: str = "queued"     # queued / waiting
+    why: str = ""
+    hours: float | None = None
+    priced_on: str = ""
+    new_runs: list = field(default_factory=list)  # the runs no set before it queued
+
+    def as_dict(self) -> dict:
+        return {"kind": self.kind, "task": self.task, "claims": self.claims,
+                "runs": [list(r) for r in self.runs], "new_runs": [list(r) for r in self.new_runs],
+                "state": self.state, "hours": self.hours, "priced_on": self.priced_on, "why": self.why}
+
+
+def undecided_tasks(results_dir: Path) -> dict[str, dict]:
+    """The calibration decision of every task whose regime is not decided yet (calibration v2.1), by task."""
+    from repro import calibration, calibration_v2_1
+    from repro.results import recipes_dir
+    out = {}
+    for task in CALIBRATION_TASKS:
+        spec = calibration.load_spec(recipes_dir() / "calibration" / "v2" / f"{task}.yaml")
+        d = calibration_v2_1.decision(spec, Path(results_dir) / spec.scale / "calibration" / "v2" / task, results_dir)
+        if not (d.get("choice") or d.get("not_informative")):
+            out[task] = {"spec": spec, "decision": d}
+    return out
+
+
+def calibration_sets(undecided: dict[str, dict], results_dir: Path) -> list[DecisiveSet]:
+    """One set per calibration setting still to train (both baselines' runs), and the deepest Pre-LN run a
+    decision waits for."""
+    from repro import calibration, calibration_v2_1
+    out = []
+    for task, got in undecided.items():
+        spec, d = got["spec"], got["decision"]
+        out_dir = Path(results_dir) / spec.scale / "calibration" / "v2" / task
+        for st in calibration_v2_1.settings_to_train(spec, d):
+            runs = [(b, calibration.label_v2(b, st)) for b in spec.baselines
+                    if not (out_dir / f"{calibration.label_v2(b, st)}.json").is_file()]
+            if runs:
+                out.append(DecisiveSet("calibration", task, [f"{task} regime (calibration v2.1)"], runs,
+                                       why=f"setting {calibration.label_v2('', st).lstrip('-')}; "
+                                           f"{calibration_v2_1.outcome(spec, d)}"))
+        if d.get("deep_needed"):
+            need = d["deep_needed"]
+            st = (need["warmup_updates"], need["lr"], need["tokens_factor"])
+            out.append(DecisiveSet("calibration", task, [f"{task} regime (calibration v2.1)"],
+                                   [(spec.deep_pre_ln, calibration.label_v2(spec.deep_pre_ln, st))],
+                                   why=f"the deepest Pre-LN at the candidate {calibration.label_v2('', st)}"))
+    return out
+
+
+def claim_sets(results_dir: Path, scale: str, undecided: dict) -> list[DecisiveSet]:
+    """One set per claim that still needs runs: those its own verdict asks for."""
+    from repro.findings import claim_missing
+    from repro.tables.runs import missing_runs
+    rows = {r["claim"]: r for r in evaluate_claims(results_dir, scale)}
+    missing = {r["recipe"]: r for r in missing_runs(results_dir, scale)}
+    out = []
+    for claim in CLAIMS:
+        row, cells = rows[claim.text], claim_cells(claim)
+        needs = claim_missing(row, cells, missing)
+        if not needs:
+            continue
+        runs = [(name, seed) for name, r in needs.items() for seed in r["seeds"]]
+        task = task_folder(claim.a)
+        s = DecisiveSet("claim", task, [claim.text], runs, why=f"{row['verdict']} ({claim.source})")
+        if task in undecided:
+            s.state, s.why = "waiting", f"waits for the {task} regime (calibration); {s.why}"
+        out.append(s)
+    return out
+
+
+def run_seconds(recipe: str, scale: str, label: str, paces: dict, calibration_run: str = "") -> float | None:
+    """One run's training seconds at a machine's recorded pace (of the recipe, else of its depth); a calibration
+    run is priced at its spec's cap."""
+    from repro.reproduce import depth, recipe_batches, recipe_updates
+    pace = paces.get(label, {}).get(recipe) or paces.get(label, {}).get(depth(recipe))
+    if pace is None:
+        return None
+    if calibration_run:
+        from repro import calibration
+        from repro.results import recipes_dir
+        task = "mt" if "/" not in recipe else {"gigaword": "gigaword", "wikitext103": "wikitext103",
+                                                "librispeech": "librispeech"}[recipe.split("/")[0]]
+        spec = calibration.load_spec(recipes_dir() / "calibration" / "v2" / f"{task}.yaml")
+        k = int(calibration_run.rsplit("-x", 1)[1]) if "-x" in calibration_run else 1
+        return spec.max_updates * k * pace[0] / pace[1]
+    return recipe_updates(recipe, scale) * recipe_batches(recipe, scale) * pace[0] / pace[1]
+
+
+def pricing_label(paces: dict, machines: dict, on_gpu: bool) -> tuple[str | None, list[str]]:
+    """The machine whose pace prices the queue: this one where the records keep its pace, else the labels of the
+    kind here (GPU or CPU), fastest first as each set finds them."""
+    from repro.results import hardware, where
+    from repro.tables.runs import machine_label
+    hw = hardware()
+    here = machine_label({"where": where(hw), "gpus": hw.get("gpus") or 0, "threads": 1, "cuda_graphs": False})
+    kind = [label for label in paces if ("thread" not in label) == on_gpu]
+    return (here if here in paces else None), kind
+
+
+def price(sets: list[DecisiveSet], scale: str, paces: dict, here: str | None, kinds: list[str]) -> None:
+    """Each set's hours for its runs not queued by an earlier set, at one machine's pace: here, else the fastest of
+    the kind that prices all of them."""
+    for s in sets:
+        options = [here] if here else kinds
+        best = None
+        for label in options:
+            each = [run_seconds(r, scale, label, paces, seed if s.kind == "calibration" else "")
+                    for r, seed in s.new_runs]
+            if each and None not in each and (best is None or sum(each) < best[0]):
+                best = (sum(each), label)
+        s.hours, s.priced_on = (best[0] / 3600, best[1]) if best else (None, "")
+
+
+def order(sets: list[DecisiveSet], scale: str, paces: dict, here: str | None, kinds: list[str]) -> list[DecisiveSet]:
+    """Calibration first, then greedily the set that decides most claims per hour of its runs not yet queued;
+    unpriced sets after, fewest runs first; waiting sets last."""
+    queued, out = set(), []
+    first = [s for s in sets if s.kind == "calibration"]
+    rest = [s for s in sets if s.kind == "claim" and s.state == "queued"]
+    for s in first:
+        s.new_runs = [r for r in s.runs if r not in queued]
+        queued.update(s.runs)
+    price(first, scale, paces, here, kinds)
+    out += first
+    while rest:
+        for s in rest:
+            s.new_runs = [r for r in s.runs if r not in queued]
+        price(rest, scale, paces, here, kinds)
+        free = [s for s in rest if not s.new_runs]
+        pick = free[0] if free else min(rest, key=lambda s: (s.hours is None, -len(s.claims) / s.hours if s.hours
+                                                            else len(s.new_runs)))
+        rest.remove(pick)
+        queued.update(pick.runs)
+        out.append(pick)
+    waiting = [s for s in sets if s.state == "waiting"]
+    for s in waiting:
+        s.new_runs = [r for r in s.runs if r not in queued]
+    price(waiting, scale, paces, here, kinds)
+    return out + waiting
+
+
+def build(results_dir: Path, scale: str = "mini", on_gpu: bool = False) -> list[DecisiveSet]:
+    from repro.tables.runs import machine_paces
+    results_dir = Path(results_dir)
+    undecided = undecided_tasks(results_dir) if scale == "mini" else {}
+    paces, machines = machine_paces(results_dir, scale)
+    here, kinds = pricing_label(paces, machines, on_gpu)
+    sets = calibration_sets(undecided, results_dir) + claim_sets(results_dir, scale, undecided)
+    return order(sets, scale, paces, here, kinds)
+
+
+def within(sets: list[DecisiveSet], hours: float | None) -> list[DecisiveSet]:
+    """The queued sets that fit `hours` of priced compute, in order (an unpriced set ends the budget's list)."""
+    if hours is None:
+        return [s for s in sets if s.state == "queued"]
+    out, total = [], 0.0
+    for s in sets:
+        if s.state != "queued" or s.hours is None or total + s.hours > hours:
+            break
+        total += s.hours
+        out.append(s)
+    return out
+
+
+def render(sets: list[DecisiveSet], hours: float | None, fmt: str = "text") -> str:
+    import json
+    chosen = within(sets, hours)
+    if fmt == "json":
+        return json.dumps({"hours": hours, "sets": [s.as_dict() for s in sets],
+                           "chosen": [sets.index(s) + 1 for s in chosen]}, indent=2) + "\n"
+    if fmt != "text":
+        raise ValueError(f"--format {fmt!r}: expected text or json")
+    from repro.tables.render import plain_table
+    total, body = 0.0, []
+    for i, s in enumerate(sets, 1):
+        if s.hours is not None and s.state == "queued":
+            total += s.hours
+        cost = "not priced" if s.hours is None else f"{s.hours:.1f} h on {s.priced_on}"
+        body.append([str(i), s.state + ("*" if s in chosen and hours is not None else ""), s.kind,
+                     str(len(s.new_runs)), cost, f"{' / '.join(s.claims)}: {s.why}"])
+    head = (f"{len(sets)} decisive sets, {sum(len(s.new_runs) for s in sets if s.state == 'queued')} runs queued, "
+            f"{sum(len(s.new_runs) for s in sets if s.state == 'waiting')} waiting for a regime")
+    if hours is not None:
+        head += (f"; within {hours:g} h: sets {', '.join(str(sets.index(s) + 1) for s in chosen) or 'none'} "
+                 f"(marked *)")
+    return head + "\n\n" + plain_table(["#", "state", "kind", "runs", "cost", "claims: why"], body)
+
+
+def jobs(sets: list[DecisiveSet], results_dir: Path, runs_dir: Path, data_root: Path, on_gpu: bool,
+         scale: str = "mini") -> list:
+    """The queued sets' runs as launch jobs, in queue order: a claim run's train and evaluate
+    (repro/reproduce.py: lanes, grouping a cell's seeds on a GPU), a calibration setting's runs as
+    `lnrepro calibrate` trains them."""
+    from repro import calibration, calibration_v2_1
+    from repro.reproduce import PlannedRun, lane_name, lane_steps, lanes, recipe_updates, run_state
+    from repro.launch import Job
+    from repro.results import recipes_dir
+    out, seen = [], set()
+    for s in sets:
+        if s.state != "queued":
+            continue
+        if s.kind == "calibration":
+            spec = calibration.load_spec(recipes_dir() / "calibration" / "v2" / f"{s.task}.yaml")
+            for name, base in s.new_runs:
+                st = calibration.parse_setting(spec, "w" + base.rsplit("-w", 1)[1])
+                out.append(calibration.train_job(spec, name, st, runs_dir / "calibration" / "v2" / s.task, data_root,
+                                                 evaluate=calibration_v2_1.x1_first(spec)))
+            continue
+        planned = []
+        for name, seed in s.new_runs:
+            if (name, seed) in seen:
+                continue
+            seen.add((name, seed))
+            run = PlannedRun(name, scale, seed, runs_dir / f"{name.replace('/', '-')}-{scale}-s{seed}")
+            run.state, run.detail = run_state(run, results_dir)
+            planned.append(run)
+        for lane in lanes(planned, "auto", on_gpu):
+            out.append(Job(lane_name(lane), lane_steps(lane, results_dir, data_root), lane[0].run_dir / "queue.out",
+                           lane[0].run_dir, recipe_updates(lane[0].recipe_name, scale)))
+    return out
+
+
+def watch(sets: list[DecisiveSet], results_dir: Path, runs_dir: Path):
+    """(on_finish, on_tick) for run_jobs: calibration records collected as their runs end, and a setting's runs
+    asked to stop once the rule has settled it (as `lnrepro calibrate` does)."""
+    from repro import calibration
+    from repro.results import recipes_dir
+    tasks = sorted({s.task for s in sets if s.kind == "calibration" and s.state == "queued"})
+    specs = {t: calibration.load_spec(recipes_dir() / "calibration" / "v2" / f"{t}.yaml") for t in tasks}
+    where = lambda t: (runs_dir / "calibration" / "v2" / t,
+                       Path(results_dir) / specs[t].scale / "calibration" / "v2" / t)
+
+    def collect(*_):
+        for t, spec in specs.items():
+            runs, out = where(t)
+            calibration.collect_runs(calibration.entries_v2(spec), runs, out)
+
+    def settle():
+        for t, spec in specs.items():
+            calibration.stop_settled(spec, *where(t))
+    return collect, settle

@@ -1,0 +1,69 @@
+"""`lnrepro queue`: decisive sets from the claims' own needs, calibration of an undecided task first, claims per
+priced hour, runs shared between sets paid once, claims of an undecided regime waiting, a budget, and the jobs that
+train them in run folders outside the checkout."""
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from repro import queue
+from repro.cli import app
+from repro.queue import DecisiveSet
+
+REPO = Path(__file__).resolve().parents[1]
+RECIPE = "6L-6L-b2t"
+
+
+def paces(seconds_per_batch: float) -> dict:
+    return {"cpu, 1 thread": {RECIPE: [seconds_per_batch, 1], "6L-6L-pre_ln": [seconds_per_batch, 1]}}
+
+
+def test_claims_per_hour_first_and_shared_runs_paid_once():
+    one = DecisiveSet("claim", "mt", ["one claim"], [(RECIPE, 4), (RECIPE, 5), ("6L-6L-pre_ln", 4)])
+    two = DecisiveSet("claim", "mt", ["a", "b"], [(RECIPE, 4), (RECIPE, 5), ("6L-6L-pre_ln", 4), ("6L-6L-pre_ln", 5)])
+    sub = DecisiveSet("claim", "mt", ["its runs are another set's"], [(RECIPE, 4)])
+    wait = DecisiveSet("claim", "wikitext103", ["lm"], [("wikitext103/6L-b2t", 4)], state="waiting")
+    cal = DecisiveSet("calibration", "librispeech", ["regime"], [("librispeech/6L-6L-post_ln", "x")])
+    got = queue.order([one, two, sub, wait, cal], "mini", paces(0.01), "cpu, 1 thread", [])
+    assert got[0] is cal and got[-1] is wait
+    assert got[1] is sub  # one claim for one run
+    assert got[2] is two and len(two.new_runs) == 3  # two claims for the three runs left beat one for two
+    assert got[3] is one and one.new_runs == [] and one.hours is None  # nothing left to pay for
+    assert two.hours == 3 * sub.hours
+
+
+def test_a_budget_takes_the_queued_sets_in_order_while_they_fit():
+    sets = [DecisiveSet("claim", "mt", [str(i)], [], hours=h) for i, h in enumerate((1.0, 2.0, 3.0))]
+    assert queue.within(sets, 3.5) == sets[:2] and queue.within(sets, 0.5) == [] and queue.within(sets, None) == sets
+    sets[1].hours = None  # an unpriced set ends what a budget can promise
+    assert queue.within(sets, 100) == sets[:1]
+
+
+def test_the_queue_of_the_committed_records_and_its_jobs(tmp_path, monkeypatch):
+    monkeypatch.setenv("LNREPRO_RUNS", str(tmp_path / "lanes"))
+    assert queue.default_runs() == tmp_path / "lanes"
+    sets = queue.build(REPO / "results", "mini")
+    kinds = [s.kind for s in sets]
+    assert kinds == sorted(kinds)  # "calibration" sets before "claim" sets
+    assert any(s.kind == "calibration" and s.task == "wikitext103" for s in sets)  # its grid is unfinished
+    claims = [s for s in sets if s.kind == "claim" and s.state == "queued"]
+    priced = [s for s in claims if s.hours]
+    rate = [len(s.claims) / s.hours for s in priced]
+    assert rate == sorted(rate, reverse=True) or len({r for r in rate}) == len(rate)
+    assert all(s.hours is None for s in claims[len(priced):])  # unpriced sets after the priced ones
+    for s in sets:  # the runs a set asks for are the claim's own next look, never past the cap
+        assert all(isinstance(seed, str) or seed <= 20 for _, seed in s.runs)
+    jobs = queue.jobs(claims[:1], REPO / "results", tmp_path / "lanes", tmp_path / "data", on_gpu=False)
+    assert jobs and all(str(j.run_dir).startswith(str(tmp_path / "lanes")) for j in jobs)
+    train = jobs[0].steps[0]
+    assert train[0] == "train" and "--resume" in train and jobs[0].steps[-1][0] == "evaluate"
+
+
+def test_queue_cli_text_json_and_bad_input(tmp_path):
+    r = CliRunner().invoke(app, ["queue", "--hours", "10"])
+    assert r.exit_code == 0 and "decisive sets" in r.output and "within 10 h" in r.output
+    data = json.loads(CliRunner().invoke(app, ["queue", "--format", "json"]).output)
+    assert data["sets"] and {"kind", "claims", "runs", "hours", "state", "why"} <= set(data["sets"][0])
+    bad = CliRunner().invoke(app, ["queue", "--format", "yaml"])
+    assert bad.exit_code == 2 and "--format 'yaml'" in bad.output
