@@ -37,8 +37,8 @@ from pathlib import Path
 import yaml
 
 from repro.config import RecipeError
-from repro.results import (RecordError, atomic_write_text, check_record_slot, git_commit, now, read_json, read_jsonl,
-                           status_provenance)
+from repro.files import atomic_write_text
+from repro.results import RecordError, check_record_slot, git_commit, now, read_json, read_jsonl, status_provenance
 
 
 @dataclass(frozen=True)

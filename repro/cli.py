@@ -424,7 +424,7 @@ def score_fairseq(checkpoint: Path = typer.Argument(..., help="A fairseq Transfo
     """
     from repro.eval import fairseq_import as fi
     from repro.progress import progress_bar
-    from repro.results import atomic_write_text
+    from repro.files import atomic_write_text
     set_threads(threads)
     if (source is None) == (test_set is None):
         fail("give the sentences with --source FILE or --test-set NAME (one of them)")
@@ -627,7 +627,8 @@ def report(scale: str = typer.Option("mini", "--scale", help="Whose records the 
     check_folder(docs, "--docs")
     from repro.report import write_pages
     try:
-        for path in write_pages(results, scale, docs, Path("README.md") if scale == "mini" else None):
+        for path in write_pages(results, scale, docs, Path("README.md") if scale == "mini" else None,
+                                render_cli_page()):
             console.print(f"wrote {path}", highlight=False, markup=False)
     except _known_errors() as e:
         fail(str(e))
@@ -1029,6 +1030,24 @@ def queue(scale: str = typer.Option("mini", "--scale", help="Whose records decid
     bad = [j.name for j in done if j.state != "done"]
     if bad:
         fail(f"jobs that did not finish: {', '.join(bad)} (their logs are in their run folders under {runs_dir})")
+
+
+def render_cli_page(width: int = 100) -> str:
+    """Every command's --help, as `lnrepro COMMAND --help` prints it at `width` columns."""
+    import click
+    import typer
+
+    group = typer.main.get_command(app)
+    out = ["# The command line", "", "Generated from the commands themselves by `lnrepro report`; never edited by hand.",
+           ""]
+    with click.Context(group, info_name="lnrepro", terminal_width=width, max_content_width=width) as ctx:
+        out += ["```", group.get_help(ctx), "```", ""]
+        for name in group.list_commands(ctx):
+            command = group.get_command(ctx, name)
+            with click.Context(command, info_name=f"lnrepro {name}", parent=None, terminal_width=width,
+                               max_content_width=width) as sub:
+                out += [f"## lnrepro {name}", "", "```", command.get_help(sub), "```", ""]
+    return "\n".join(out)
 
 
 def entry():

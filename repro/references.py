@@ -25,7 +25,9 @@ from pathlib import Path
 import numpy as np
 
 from repro.eval import metrics
-from repro.results import RESULTS_DIR, atomic_write_text, corpus_fingerprint
+from repro.data.text import corpus_fingerprint
+from repro.files import atomic_write_text
+from repro.results import RESULTS_DIR
 
 REFERENCES = "references"
 

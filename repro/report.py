@@ -1,13 +1,13 @@
 """Pages generated from the records and the command line, never edited by hand (tests regenerate and compare):
 docs/results-<scale>.md (every table, the claims with their statistics, the figures, the runs made and those still
-to make), docs/cli.md (every command's --help), and the README's blocks (the claims' verdicts, the regime, and what
+to make), docs/cli.md (every command's --help, rendered by repro/cli.py), and the README's blocks (the claims' verdicts, the regime, and what
 the runs still to make cost)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from repro.results import atomic_write_text
+from repro.files import atomic_write_text
 
 # (figure file under results/figures/, what it shows, the command that draws it)
 FIGURES = [
@@ -152,25 +152,6 @@ def _link(path: Path, results_dir: Path) -> str:
     return "../results/" + path.relative_to(results_dir).as_posix()
 
 
-def render_cli_page(width: int = 100) -> str:
-    """Every command's --help, as `lnrepro COMMAND --help` prints it at `width` columns."""
-    import click
-    import typer
-
-    from repro.cli import app
-    group = typer.main.get_command(app)
-    out = ["# The command line", "", "Generated from the commands themselves by `lnrepro report`; never edited by hand.",
-           ""]
-    with click.Context(group, info_name="lnrepro", terminal_width=width, max_content_width=width) as ctx:
-        out += ["```", group.get_help(ctx), "```", ""]
-        for name in group.list_commands(ctx):
-            command = group.get_command(ctx, name)
-            with click.Context(command, info_name=f"lnrepro {name}", parent=None, terminal_width=width,
-                               max_content_width=width) as sub:
-                out += [f"## lnrepro {name}", "", "```", command.get_help(sub), "```", ""]
-    return "\n".join(out)
-
-
 README_BLOCKS = ("claims", "regime", "missing")  # the README's generated blocks, each between its two markers
 
 
@@ -190,10 +171,12 @@ def readme_with_blocks(readme: str, results_dir: Path) -> str:
     return readme
 
 
-def write_pages(results_dir: Path, scale: str, docs_dir: Path, readme: Path | None = None) -> list[Path]:
-    """The generated pages, and the README's generated blocks where `readme` holds them."""
+def write_pages(results_dir: Path, scale: str, docs_dir: Path, readme: Path | None = None,
+                cli_page: str | None = None) -> list[Path]:
+    """The generated pages (`cli_page`, the command line's, is made by repro/cli.py, which this module does not
+    import), and the README's generated blocks where `readme` holds them."""
     pages = {Path(docs_dir) / f"results-{scale}.md": render_results_page(results_dir, scale),
-             Path(docs_dir) / "cli.md": render_cli_page()}
+             **({Path(docs_dir) / "cli.md": cli_page} if cli_page is not None else {})}
     if readme is not None and readme.is_file():
         pages[readme] = readme_with_blocks(readme.read_text(encoding="utf-8"), results_dir)
     for path, text in pages.items():

@@ -12,13 +12,14 @@ reason, and the metrics. The rules that keep them safe:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import platform
 import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
+
+from repro.files import atomic_write_text
 
 
 RESULTS_DIR = Path(os.environ.get("LNREPRO_RESULTS", "results"))
@@ -119,20 +120,6 @@ def stretch_hardware(rec: dict) -> list[dict]:
     return [part.get("hardware") or rec.get("hardware") or {} for part in stretches(rec)]
 
 
-def corpus_fingerprint(corpus: str, meta: dict) -> dict:
-    """The prepared corpus a run trained on: its name and a hash of meta.json's file list (names, sizes, and the
-    checksums it keeps for files up to 16 MB), so one corpus prepared from two paths gives one fingerprint. Left
-    out: meta.json's source path, and spm.model, whose trainer settings name the path it was trained in (its
-    pieces and scores are spm.vocab, which stays in)."""
-    from repro.data.text import CHECKSUM_LIMIT
-    # the checksums of files up to 16 MB only, as before every file had one: a corpus prepared then or now from
-    # the same inputs keeps one fingerprint
-    kept = {name: {k: v for k, v in facts.items() if k != "sha256" or facts.get("bytes", 0) <= CHECKSUM_LIMIT}
-            for name, facts in (meta.get("files") or {}).items() if name != "spm.model"}
-    files = json.dumps(kept, sort_keys=True)
-    return {"corpus": corpus, "files_sha256": hashlib.sha256(files.encode()).hexdigest()[:16]}
-
-
 def status_provenance(status: dict) -> dict:
     """What a record copies from its run's status.json beyond the common fields: the corpus fingerprint (runs from
     before it was kept lack it), the batching that made its updates (`--tokens-per-gpu`) and, in fp16, the steps
@@ -182,19 +169,6 @@ def metric_at(metrics, path):
 
 def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write to a temporary file beside `path`, then rename: a reader sees the old file or the new one."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError as e:  # a full disk, say: no temporary left behind, the old file (if any) untouched
-        tmp.unlink(missing_ok=True)
-        raise OSError(e.errno, f"{path}: {e.strerror}; nothing half-written is left") from None
 
 
 class RecordError(ValueError):

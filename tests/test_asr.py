@@ -16,7 +16,7 @@ from repro.cli import app
 from repro.data.librispeech import feature_array, prepare_librispeech, spec_augment
 from repro.data.text import PrepareError
 from repro.eval.metrics import edit_distance, wer
-from repro.results import corpus_fingerprint
+from repro.data.text import corpus_fingerprint
 
 REPO = Path(__file__).resolve().parents[1]
 LIBRI = SHARED_DATA / "librispeech"

@@ -16,7 +16,7 @@ from repro.data.binarized import TokenArray
 from repro.data.parallel import clean_pairs
 from repro.data.wmt import ARCHIVES, moses_detokenize
 from repro.eval.metrics import bleu, rouge
-from repro.results import corpus_fingerprint
+from repro.data.text import corpus_fingerprint
 
 runner = CliRunner()
 NEWSTEST = SHARED_DATA / "wmt_newstest_ende"

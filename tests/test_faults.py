@@ -512,7 +512,7 @@ def test_every_prepared_file_is_checked_and_token_ids_stay_in_the_vocabulary(tmp
 
 def test_a_full_disk_during_a_record_write_leaves_no_temporary(tmp_path, monkeypatch):
     import errno
-    from repro.results import atomic_write_text
+    from repro.files import atomic_write_text
     target = tmp_path / "seed1.json"
     target.write_text("old")
     real = Path.write_text

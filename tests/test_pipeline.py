@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 from repro.cli import app
 from repro.config import resolve
 from repro.data.text import read_meta
-from repro.results import corpus_fingerprint, cpu_id, cpu_model, load_records
+from repro.data.text import corpus_fingerprint
+from repro.results import cpu_id, cpu_model, load_records
 from repro.train import checkpoint
 from repro.train.loop import train_run
 

@@ -7,7 +7,8 @@ from pathlib import Path
 from rich.console import Console
 
 import repro.progress
-from repro.report import (README_BLOCKS, block_markers, readme_with_blocks, render_cli_page, render_headline,
+from repro.cli import render_cli_page
+from repro.report import (README_BLOCKS, block_markers, readme_with_blocks, render_headline,
                           render_results_page)
 
 REPO = Path(__file__).resolve().parents[1]

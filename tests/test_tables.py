@@ -3,7 +3,6 @@
 import csv
 import io
 import json
-import math
 import os
 import subprocess
 import sys

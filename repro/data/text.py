@@ -5,6 +5,7 @@ Token ids follow fairseq's convention: <s>=0, <pad>=1, </s>=2, <unk>=3.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import os
@@ -20,7 +21,7 @@ from repro.checksum import sha256_file
 from repro.data.binarized import TokenArrayWriter
 from repro.data.corpora import prepare_command
 from repro.progress import progress_bar
-from repro.results import atomic_write_text
+from repro.files import atomic_write_text
 
 BOS, PAD, EOS, UNK = 0, 1, 2, 3
 
@@ -130,6 +131,19 @@ def write_json_atomic(path: Path, data) -> None:
 # -- a prepared corpus is built in <name>.partial/ and completed by one rename ----------------------------------
 
 CHECKSUM_LIMIT = 16 << 20  # corpora prepared before every file got a SHA-256 have them up to this size only
+
+
+def corpus_fingerprint(corpus: str, meta: dict) -> dict:
+    """The prepared corpus a run trained on: its name and a hash of meta.json's file list (names, sizes, and the
+    checksums it keeps for files up to 16 MB), so one corpus prepared from two paths gives one fingerprint. Left
+    out: meta.json's source path, and spm.model, whose trainer settings name the path it was trained in (its
+    pieces and scores are spm.vocab, which stays in)."""
+    # the checksums of files up to 16 MB only, as before every file had one: a corpus prepared then or now from
+    # the same inputs keeps one fingerprint
+    kept = {name: {k: v for k, v in facts.items() if k != "sha256" or facts.get("bytes", 0) <= CHECKSUM_LIMIT}
+            for name, facts in (meta.get("files") or {}).items() if name != "spm.model"}
+    files = json.dumps(kept, sort_keys=True)
+    return {"corpus": corpus, "files_sha256": hashlib.sha256(files.encode()).hexdigest()[:16]}
 
 
 def _prepare_hint(corpus_dir: Path) -> str:

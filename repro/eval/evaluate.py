@@ -19,7 +19,8 @@ from repro.eval.generate import beam_search
 from repro.model.build import build_model
 from repro.model.cpu_paths import keep_freed_memory
 from repro.progress import console, progress_bar
-from repro.results import corpus_fingerprint, hardware, read_json
+from repro.data.text import corpus_fingerprint
+from repro.results import hardware, read_json
 from repro.train import checkpoint
 from repro.train.loop import source_blind_nll, validate
 from repro.train.tasks import batch_tokens, open_split, to_device

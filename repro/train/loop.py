@@ -33,7 +33,9 @@ from repro.model.init import admin_profile, load_admin_profile, save_admin_profi
 from repro.model import version as model_code
 from repro.model.variants import get_variant
 from repro.progress import console, progress_bar
-from repro.results import atomic_write_text, corpus_fingerprint, git_commit, hardware, now
+from repro.data.text import corpus_fingerprint
+from repro.files import atomic_write_text
+from repro.results import git_commit, hardware, now
 from repro.train import checkpoint
 from repro.train.graphs import GraphedUpdate, check_graphable
 from repro.train.group import GroupEngine, check_group
