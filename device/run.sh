@@ -3,7 +3,8 @@
 # corpora, train the evidence queue (`lnrepro queue --run`: calibration of undecided tasks first, each cell's seeds
 # grouped) for the seconds given, then bring back under $OUT every record and log it wrote, the queue it worked
 # from and its output. Stopped by the time limit, the runs checkpoint; their folders come back too (checkpoints
-# only where small), so a later machine resumes them. Carry the prepared corpora (`data/`) with the working tree.
+# only where small), so a later machine resumes them. The GPU machine reaches no package registry: carry the prepared
+# corpora (`data/`, speech_mini included, which needs espeak-ng to make) with the working tree.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LIMIT=${1:-480}
@@ -34,4 +35,4 @@ if [ -d runs/queue ]; then
     mkdir -p "$OUT/$(dirname "$f")" && cp "$f" "$OUT/$f"
   done
 fi
-tail -5 "$OUT/queue-run.out" 2>/dev/null
+tail -5 "$OUT/queue-run.out" 2>/dev/null || true

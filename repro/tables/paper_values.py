@@ -8,6 +8,8 @@ Known errata, kept as printed:
   (26.53 28.41 30.21 34.29, average 29.86 over four years).
 """
 
+from repro.model.variants import EXTENSION
+
 FAILED = "Training failed"
 
 NEWSTEST = ["2010", "2011", "2012", "2013", "2014", "2015", "2016", "Average"]
@@ -57,9 +59,7 @@ EN = {
 
 # Table 11 (extension, not in the paper): the paper's own rows for its baselines; none of the newer methods reports
 # WMT En-De encoder-decoder BLEU at these depths, so their paper column stays empty.
-EN[11] = {group: {m: EN[1][group].get(m) for m in
-                  ("post_ln", "pre_ln", "b2t_2023", "peri_ln", "residual", "mix_ln", "dyt_pre", "dyt_post", "rezero",
-                   "b2t")}
+EN[11] = {group: {m: EN[1][group].get(m) for m in ("post_ln", "pre_ln", *EXTENSION, "b2t")}
           for group in ("6L-6L", "18L-18L", "60L-12L")}
 
 ERRATA = {

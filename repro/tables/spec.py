@@ -8,14 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from repro.model.variants import EXTENSION, VARIANTS
 from repro.tables import paper_values as pv
 
-TITLES = {
-    "post_ln": "Post-LN", "pre_ln": "Pre-LN", "b2t": "B2T connection", "b2t_noln": "+ w/o LN",
-    "dlcl": "DLCL", "t_fixup": "T-Fixup", "deepnet": "DeepNet", "admin": "Admin",
-    "b2t_2023": "B2T, 2023 init", "peri_ln": "Peri-LN", "residual": "ResiDual", "mix_ln": "Mix-LN",
-    "dyt_pre": "DyT (Pre-LN)", "dyt_post": "DyT (Post-LN)", "rezero": "ReZero",
-}
+TITLES = {v.name: v.title for v in VARIANTS.values()}  # a row's name in every table: the variant's own title
 
 
 @dataclass(frozen=True)
@@ -52,7 +48,7 @@ def _spec(number, title, task, columns, folder, label, groups):
 
 T1 = ["post_ln", "pre_ln", "b2t"]
 T5 = ["dlcl", "t_fixup", "deepnet", "admin", "b2t"]
-T11 = ["post_ln", "pre_ln", "b2t_2023", "peri_ln", "residual", "mix_ln", "dyt_pre", "dyt_post", "rezero", "b2t"]
+T11 = ["post_ln", "pre_ln", *EXTENSION, "b2t"]  # every variant beyond the paper's, between the baselines and B2T
 SPECS = {
     1: _spec(1, "BLEU on WMT newstest2010-2016 and their average", "mt", pv.NEWSTEST, "", "Enc-Dec",
              {"6L-6L": T1, "18L-18L": T1, "60L-12L": T1}),
