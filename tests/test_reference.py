@@ -145,3 +145,53 @@ def test_a_file_that_is_no_checkpoint_is_one_line_of_error(tmp_path):
     r = CliRunner().invoke(app, ["score-fairseq", str(bad), "--dict", str(CHECKPOINTS / "dict.en.txt"), "--source",
                                  str(source)])
     assert r.exit_code == 2 and f"{bad}: not a readable checkpoint" in r.output and len(r.output.splitlines()) == 1
+
+
+def _rezero_layer(state: dict, cross: bool):
+    """lnrepro's ReZero layer holding the official layer's weights (rztx.py names)."""
+    from repro.model.block import TransformerLayer
+    from repro.model.variants import VARIANTS
+    d = state["linear1.weight"].shape[1]
+    layer = TransformerLayer(VARIANTS["rezero"], d, state["linear1.weight"].shape[0], 2, 0.0, 0.0, 0.0,
+                             cross_attention=cross).eval()
+    with torch.no_grad():
+        layer.self_attn.qkv_proj.weight.copy_(state["self_attn.in_proj_weight"])
+        layer.self_attn.qkv_proj.bias.copy_(state["self_attn.in_proj_bias"])
+        layer.self_attn.out_proj.weight.copy_(state["self_attn.out_proj.weight"])
+        layer.self_attn.out_proj.bias.copy_(state["self_attn.out_proj.bias"])
+        if cross:
+            w, b = state["multihead_attn.in_proj_weight"], state["multihead_attn.in_proj_bias"]
+            layer.cross_attn.q_proj.weight.copy_(w[:d])
+            layer.cross_attn.q_proj.bias.copy_(b[:d])
+            layer.cross_attn.kv_proj.weight.copy_(w[d:])
+            layer.cross_attn.kv_proj.bias.copy_(b[d:])
+            layer.cross_attn.out_proj.weight.copy_(state["multihead_attn.out_proj.weight"])
+            layer.cross_attn.out_proj.bias.copy_(state["multihead_attn.out_proj.bias"])
+        for ours, theirs in ((layer.ffn.fc1, "linear1"), (layer.ffn.fc2, "linear2")):
+            ours.weight.copy_(state[f"{theirs}.weight"])
+            ours.bias.copy_(state[f"{theirs}.bias"])
+        layer.attn_residual.alpha.copy_(state["resweight"][0])
+    return layer
+
+
+def test_rezero_layers_equal_the_official_code():
+    """majumderb/rezero rztx.py run on the same weights (tests/fixtures/reference/make_official.py): outputs and
+    every parameter's gradient, encoder and decoder layer; one gate per layer, whose gradient sums its sublayers'."""
+    fx = torch.load(FIXTURES / "rezero_rztx.pt", weights_only=True)
+    enc, dec = _rezero_layer(fx["encoder"], False), _rezero_layer(fx["decoder"], True)
+    src, tgt = fx["src"].transpose(0, 1), fx["tgt"].transpose(0, 1)  # theirs time-first, ours batch-first
+    enc_out = enc(src)
+    dec_out = dec(tgt, causal=True, memory=enc_out.detach())
+    assert torch.allclose(enc_out.transpose(0, 1), fx["encoder_out"], atol=1e-5)
+    assert torch.allclose(dec_out.transpose(0, 1), fx["decoder_out"], atol=1e-5)
+    we, wd = fx["loss_weights"]
+    ((enc_out.transpose(0, 1) * we).sum() + (dec_out.transpose(0, 1) * wd).sum()).backward()
+    for layer, grads in ((enc, fx["encoder_grads"]), (dec, fx["decoder_grads"])):
+        assert torch.allclose(layer.attn_residual.alpha.grad, grads["resweight"][0], atol=1e-4)
+        assert torch.allclose(layer.self_attn.qkv_proj.weight.grad, grads["self_attn.in_proj_weight"], atol=1e-5)
+        assert torch.allclose(layer.ffn.fc1.weight.grad, grads["linear1.weight"], atol=1e-5)
+        assert torch.allclose(layer.ffn.fc2.bias.grad, grads["linear2.bias"], atol=1e-5)
+    d = enc.self_attn.q_proj.weight.shape[0] if hasattr(enc.self_attn, "q_proj") else 16
+    assert torch.allclose(dec.cross_attn.kv_proj.weight.grad, fx["decoder_grads"]["multihead_attn.in_proj_weight"][d:],
+                          atol=1e-5)
+    assert sum(n.endswith("residual.alpha") for n, _ in dec.named_parameters()) == 1
