@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from repro import judging
+from repro.markdown import escape
 from repro.results import metric_at, stale_note
 
 VERDICTS = ("reproduced", "smaller than the paper's", "not reproduced", "inconclusive", "not decidable at this scale",
@@ -502,7 +503,7 @@ def render_changed(results_dir: Path, scale: str, old: str = "v1", new: str = ju
     rows = changed_verdicts(results_dir, scale, old, new)
     lines = [f"**Verdicts at scale '{scale}' that changed from rules {old} to {new}: {len(rows)}**", "",
              f"| claim | {old} | {new} | why ({new}'s evidence) |", "|---|---|---|---|"]
-    lines += [f"| {r['claim']} | {r[old]} | {r[new]} | {r['evidence']} |" for r in rows]
+    lines += [f"| {r['claim']} | {r[old]} | {r[new]} | {escape(r['evidence'])} |" for r in rows]
     return "\n".join(lines) + "\n"
 
 
@@ -521,10 +522,10 @@ def render_claims(results_dir: Path, scale: str, fmt: str = "text", rules: str =
                       "|---|---|---|---|---|---|---|---|---|"]
             lines += [f"| {r['claim']} | {r['source']} | {r['verdict']} | {r.get('look', '—')} | "
                       f"{r.get('model_code') or '—'} | {f(r.get('p'))} | {f(r.get('p_holm'))} | {f(r.get('p_bh'))} | "
-                      f"{r['evidence']} |" for r in rows]
+                      f"{escape(r['evidence'])} |" for r in rows]
         else:
             lines += ["| claim | paper | verdict | evidence |", "|---|---|---|---|"]
-            lines += [f"| {r['claim']} | {r['source']} | {r['verdict']} | {r['evidence']} |" for r in rows]
+            lines += [f"| {r['claim']} | {r['source']} | {r['verdict']} | {escape(r['evidence'])} |" for r in rows]
         return "\n".join(lines) + "\n"
     if fmt != "text":
         raise ValueError(f"--format {fmt!r}: expected text, markdown or json")

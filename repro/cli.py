@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import List, Optional
 
@@ -270,17 +271,23 @@ def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. reci
         record_finished(results, run_dir, status, resolved, replace_record)
 
 
+MAX_GROUP_SEEDS = 64  # one group's members: a grouped model holds every member's weights and Adam state at once
+SEED_PART = re.compile(r"([0-9]+)(?:-([0-9]+))?")  # plain ASCII decimals: no "1_000", "+1", "1-", other digits
+
+
 def parse_seeds(text: str) -> list[int]:
-    """'1-8', '1,3,5' or '1-3,7' as a list of distinct seeds; a ValueError names what does not parse."""
+    """'1-8', '1,3,5' or '1-3,7' as a list of distinct seeds, at most MAX_GROUP_SEEDS of them; a ValueError names
+    what does not parse."""
     out = []
     for part in text.split(","):
-        lo, _, hi = part.strip().partition("-")
-        try:
-            first, last = int(lo), int(hi or lo)
-        except ValueError:
-            raise ValueError(f"--seeds {text!r}: {part.strip()!r} is not a seed or a range like 1-8") from None
-        if first < 0 or last < first:
+        m = SEED_PART.fullmatch(part.strip())
+        if not m:
+            raise ValueError(f"--seeds {text!r}: {part.strip()!r} is not a seed or a range like 1-8")
+        first, last = int(m.group(1)), int(m.group(2) or m.group(1))
+        if last < first:
             raise ValueError(f"--seeds {text!r}: {part.strip()!r} is not an increasing range of seeds")
+        if last - first + 1 + len(out) > MAX_GROUP_SEEDS:
+            raise ValueError(f"--seeds {text!r}: more than {MAX_GROUP_SEEDS} seeds in one group")
         out += range(first, last + 1)
     if len(set(out)) < len(out):
         raise ValueError(f"--seeds {text!r}: a seed is named twice")
@@ -626,8 +633,13 @@ def report(scale: str = typer.Option("mini", "--scale", help="Whose records the 
     check_results(results)
     check_folder(docs, "--docs")
     from repro.report import write_pages
+    # the README's blocks show the committed records: written only from results/ into docs/ beside it
+    committed = results.resolve() == Path("results").resolve() and docs.resolve() == Path("docs").resolve()
+    if scale == "mini" and not committed:
+        console.print(f"README.md left as it is: its blocks show the committed records, not {results}",
+                      markup=False, highlight=False)
     try:
-        for path in write_pages(results, scale, docs, Path("README.md") if scale == "mini" else None,
+        for path in write_pages(results, scale, docs, Path("README.md") if scale == "mini" and committed else None,
                                 render_cli_page()):
             console.print(f"wrote {path}", highlight=False, markup=False)
     except _known_errors() as e:

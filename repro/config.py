@@ -368,6 +368,10 @@ def check_scale_replacements(path: Path) -> None:
     if not isinstance(listed, list) or not all(isinstance(k, str) for k in listed):
         raise RecipeError(f"{path}: {SCALES_REPLACE}: {listed!r} is not a list of key paths like optim.lr")
     own_scales = own.get("scales") or {}
+    for where, scales in ((path, own_scales), (path.parent, (base_data or {}).get("scales") or {})):
+        if not isinstance(scales, dict):  # read before the schema checks it: say so here, in its words
+            raise RecipeError(f"{path if where == path else 'its base'}: scales: {scales!r} is not a mapping of "
+                              f"scale names (mini, tiny) to their overrides")
     own_keys = _leaves({k: v for k, v in own.items() if k != "scales"})
     used = set()
     for scale, delta in ((base_data or {}).get("scales") or {}).items():

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from repro.markdown import escape
 from repro.claims import CLAIMS, claim_cells, evaluate_claims, task_folder, verdict_counts
 
 # (task folder, heading): the order and words of the sections
@@ -126,6 +127,6 @@ def render_findings(results_dir: Path, scale: str) -> str:
                 row, cells = rows[claim.text], claim_cells(claim)
                 parts = [reason(row), needs(cells, claim_missing(row, cells, missing), results_dir, scale, known)]
                 detail = "; ".join(p for p in parts if p)
-                out.append(f"- {verdict}: {claim.text} ({claim.source})" + (f": {detail}" if detail else ""))
+                out.append(f"- {verdict}: {claim.text} ({claim.source})" + (f": {escape(detail)}" if detail else ""))
         out.append("")
     return "\n".join(out)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from repro.files import atomic_write_text
+from repro.markdown import escape
 
 # (figure file under results/figures/, what it shows, the command that draws it)
 FIGURES = [
@@ -57,7 +58,7 @@ def render_headline(results_dir: Path, scale: str) -> str:
              "|---|---|---|---|---|---|"]
     for r in rows:
         n, diff, p = _numbers(r)
-        lines.append(f"| {r['claim']} | {r['source']} | {n} | {diff} | {p} | {r['verdict']} |")
+        lines.append(f"| {r['claim']} | {r['source']} | {n} | {escape(diff)} | {p} | {r['verdict']} |")
     return "\n".join(lines) + "\n"
 
 
@@ -90,7 +91,7 @@ def render_regime(results_dir: Path, scale: str = "mini") -> str:
             runs += f"; {s / 3600:.1f} h" if s >= 360 else f"; {s / 60:.0f} min"
             runs += f" on {machine}"
         outcome = calibration_v2_1.outcome(spec, calibration_v2_1.decision(spec, out_dir, results_dir))
-        lines.append(f"| {task} | {now} | {spec.max_updates:,} | {runs} | {outcome} |")
+        lines.append(f"| {task} | {now} | {spec.max_updates:,} | {escape(runs)} | {escape(outcome)} |")
     if not lines:
         return ""
     return "\n".join(["| task | regime its recipes train | v2 cap | v2 runs recorded, training time | v2 outcome |",

@@ -190,3 +190,27 @@ def test_prepare_librispeech_without_a_network_names_every_archive(tmp_path, mon
     text = str(e.value)
     assert f"{len(PAPER_SPLITS)} archives could not be downloaded (the network is unreachable" in text
     assert all(f"{name}.tar.gz" in text for name in PAPER_SPLITS)
+
+
+def test_corpora_split_at_newlines_alone_and_pair_sides_of_equal_length(tmp_path):
+    """A form feed, a lone carriage return or U+2028 inside a sentence keeps it one line (str.splitlines and
+    universal newlines split there, misaligning a parallel corpus); sides of different lengths are refused."""
+    from typer.testing import CliRunner
+
+    from repro.cli import app
+    from repro.data.text import PrepareError, paired, read_lines, split_lines
+    assert split_lines("a\x0cb\nc\r\nd\u2028e\rf\n") == ["a\x0cb", "c", "d\u2028e\rf"]
+    (tmp_path / "x.txt").write_bytes("one\x0cstill one\ntwo\r\n".encode())
+    assert read_lines(tmp_path / "x.txt") == ["one\x0cstill one", "two"]
+    with pytest.raises(PrepareError, match="src and tgt: the two sides have different numbers of lines"):
+        list(paired(["a", "b"], ["a"], "src and tgt"))
+    source = tmp_path / "giga"
+    source.mkdir()
+    (source / "train.article.txt").write_text("".join(f"article {i} words\n" for i in range(40)) + "x\x0cy\n")
+    (source / "train.title.txt").write_text("".join(f"title {i}\n" for i in range(40)))
+    (source / "valid.article.filter.txt").write_text("".join(f"v article {i}\n" for i in range(6)))
+    (source / "valid.title.filter.txt").write_text("".join(f"v title {i}\n" for i in range(6)))
+    r = CliRunner().invoke(app, ["prepare", "gigaword", "--source", str(source), "--root", str(tmp_path / "data"),
+                                 "--vocab-size", "100"])
+    assert r.exit_code == 2 and "different numbers of lines" in r.output, r.output
+    assert not (tmp_path / "data" / "gigaword_sample").exists()

@@ -565,3 +565,42 @@ def test_killing_reproduce_stops_its_trainings(tiny_root, tmp_path):
         _time.sleep(0.2)
     assert lock_holder(tmp_path / "run") is None  # the training stopped with its launcher
     assert list((tmp_path / "run").glob("checkpoint_*.pt"))  # and checkpointed on its way out
+
+
+def test_hostile_round_three_inputs_are_one_line(tmp_path):
+    """A recipe's `scales` as a list, a run folder whose status.json is a list, lacks its recipe or names a file
+    outside recipes/, --seeds that are not plain decimal ranges or too many: each one line, exit 2."""
+    from repro.cli import MAX_GROUP_SEEDS, parse_seeds
+    bad = REPO / "recipes" / "zz-scales-list.yaml"
+    bad.write_text("base: base/mt.yaml\nmodel: {variant: b2t, encoder_layers: 6, decoder_layers: 6}\n"
+                   "scales: [mini, tiny]\n")
+    try:
+        one_line_exit_2(runner.invoke(app, ["train", str(bad), "--scale", "tiny", "--print-config"]),
+                        "scales: ['mini', 'tiny'] is not a mapping")
+    finally:
+        bad.unlink()
+    for status, needle in (([1, 2], "expected a JSON object"), ({"status": "completed", "scale": "tiny"},
+                                                                 "recipe: None"),
+                           ({"status": "completed", "scale": "tiny", "recipe": "/etc/passwd"},
+                            "is not a recipe below a recipes/ folder")):
+        run = tmp_path / f"run{len(needle)}"
+        run.mkdir()
+        (run / "status.json").write_text(json.dumps(status))
+        one_line_exit_2(runner.invoke(app, ["evaluate", str(run), "--results", str(tmp_path / "res")]), needle)
+        assert not (tmp_path / "res").exists()
+    for text in ("1_000", "+1", "1-", "\u0661", "1-2-3"):
+        with pytest.raises(ValueError, match="is not a seed or a range"):
+            parse_seeds(text)
+    with pytest.raises(ValueError, match=f"more than {MAX_GROUP_SEEDS} seeds"):
+        parse_seeds("1-1000")
+
+
+def test_an_odd_stop_file_still_stops_the_run_with_its_text(tmp_path):
+    from repro.train.loop import read_stop
+    for text, reason in (('{"reason": "settled"}', "settled"), ("[1, 2]", "stop requested (stop.json: [1, 2])"),
+                         ('{"why": 3}', 'stop requested (stop.json: {"why": 3})'), ("", "stop requested (stop.json: "
+                                                                                        "empty)")):
+        (tmp_path / "stop.json").write_text(text)
+        assert read_stop(tmp_path / "stop.json") == reason
+    (tmp_path / "stop.json").write_bytes(b"\xff\xfe")
+    assert read_stop(tmp_path / "stop.json").startswith("stop requested (stop.json:")

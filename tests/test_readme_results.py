@@ -46,3 +46,17 @@ def test_every_page_the_readme_names_exists():
     import re
     for link in re.findall(r"\]\(((?:docs|benchmarks)/[^)]+)\)", README):
         assert (REPO / link).is_file(), link
+
+
+def test_pages_show_text_from_files_literally_and_other_results_leave_the_readme_alone(tmp_path):
+    from typer.testing import CliRunner
+
+    from repro.cli import app
+    from repro.markdown import escape
+    assert escape("a|b <script>x</script>\n<img onerror=y> & <!--") == \
+        "a\\|b &lt;script&gt;x&lt;/script&gt; &lt;img onerror=y&gt; &amp; &lt;!--"
+    before = (REPO / "README.md").stat().st_mtime_ns
+    (tmp_path / "results").mkdir()
+    r = CliRunner().invoke(app, ["report", "--results", str(tmp_path / "results"), "--docs", str(tmp_path / "docs")])
+    assert r.exit_code == 0 and "README.md left as it is" in r.output
+    assert (REPO / "README.md").stat().st_mtime_ns == before and (tmp_path / "docs" / "results-mini.md").is_file()

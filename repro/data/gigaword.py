@@ -17,11 +17,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from repro.data.parallel import prepare_parallel
-from repro.data.text import PrepareError
+from repro.data.text import PrepareError, paired, read_lines
 
 
 def _lines(path: Path) -> list[str]:
-    return path.read_text(encoding="utf-8").splitlines()
+    return read_lines(path)
 
 
 def _find(source: Path, *names: str) -> Path | None:
@@ -57,6 +57,6 @@ def prepare_gigaword(root: Path, source: Path | None, vocab_size: int | None = N
     full = bool(test_src_path and test_ref_path)
     name = name or ("gigaword" if full else "gigaword_sample")
     vocab_size = vocab_size or (32000 if full else 8000)  # 32K BPE as the paper; 8K for the 10k-pair sample
-    train = zip(_lines(need["train_src"]), _lines(need["train_tgt"]))
+    train = paired(_lines(need["train_src"]), _lines(need["train_tgt"]), f"{need['train_src']} and {need['train_tgt']}")
     return prepare_parallel(root / name, name, train, evals, vocab_size, ("article", "title"),
                             provenance={"source": str(source), "test": note}, clean=False)

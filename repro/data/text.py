@@ -130,6 +130,29 @@ def write_json_atomic(path: Path, data) -> None:
 
 # -- a prepared corpus is built in <name>.partial/ and completed by one rename ----------------------------------
 
+def split_lines(text: str) -> list[str]:
+    """A text's lines, split at "\n" alone (a Windows "\r\n" ending dropped): never at a form feed, a lone "\r"
+    or U+2028 inside a sentence, as str.splitlines and universal newlines would, which misaligns a parallel corpus."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def read_lines(path: Path) -> list[str]:
+    """A UTF-8 file's lines (split_lines)."""
+    return split_lines(Path(path).read_bytes().decode("utf-8"))
+
+
+def paired(src: Iterable[str], tgt: Iterable[str], where: str) -> Iterator[tuple[str, str]]:
+    """The two sides of a parallel corpus, line by line; a side that ends first is a PrepareError naming `where`
+    (raised before the corpus is renamed into place: nothing half-made is left)."""
+    try:
+        yield from zip(src, tgt, strict=True)
+    except ValueError:
+        raise PrepareError(f"{where}: the two sides have different numbers of lines") from None
+
+
 CHECKSUM_LIMIT = 16 << 20  # corpora prepared before every file got a SHA-256 have them up to this size only
 
 

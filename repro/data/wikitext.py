@@ -21,7 +21,7 @@ import torch
 
 from repro.data.binarized import TokenArray, TokenArrayWriter
 from repro.data.text import (BOS, EOS, PAD, UNK, PrepareError, begin_prepare, finish_prepare, read_meta,
-                             write_json_atomic)
+                             read_lines, split_lines, write_json_atomic)
 from repro.data.wmt import download
 from repro.progress import console, progress_bar
 
@@ -71,12 +71,12 @@ def prepare_lm_corpus(out_dir: Path, name: str, splits: dict[str, list[str]], pr
 
 def _read_split(source: Path, split: str) -> list[str] | None:
     for path in sorted(source.rglob(f"wiki.{split}.tokens")):
-        return path.read_text(encoding="utf-8").splitlines()
+        return read_lines(path)
     for z in sorted(source.rglob("wikitext-103*.zip")):
         with zipfile.ZipFile(z) as f:
             names = [n for n in f.namelist() if n.endswith(f"wiki.{split}.tokens")]
             if names:
-                return f.read(names[0]).decode("utf-8").splitlines()
+                return split_lines(f.read(names[0]).decode("utf-8"))
     return None
 
 

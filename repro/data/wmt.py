@@ -19,7 +19,7 @@ from typing import Iterator
 
 from repro.checksum import sha256_file
 from repro.data.parallel import prepare_parallel
-from repro.data.text import PrepareError
+from repro.data.text import PrepareError, paired, read_lines, split_lines
 from repro.progress import console, progress_bar
 
 ARCHIVES = {
@@ -89,7 +89,7 @@ def _member_text(tar_path: Path, suffix: str) -> list[str] | None:
     with tarfile.open(tar_path, "r:*") as tar:
         for m in tar:
             if m.isfile() and m.name.endswith(suffix):
-                return tar.extractfile(m).read().decode("utf-8", errors="replace").splitlines()
+                return split_lines(tar.extractfile(m).read().decode("utf-8", errors="replace"))
     return None
 
 
@@ -133,9 +133,9 @@ def training_pairs(found: dict) -> Iterator[tuple[str, str]]:
         en_name, de_name = _member_names(members)
         where = found[archive]
         if isinstance(where, tuple):
-            with open(where[0], encoding="utf-8", errors="replace") as fe, \
-                    open(where[1], encoding="utf-8", errors="replace") as fd:
-                yield from zip(fe, fd)
+            with open(where[0], encoding="utf-8", errors="replace", newline="\n") as fe, \
+                    open(where[1], encoding="utf-8", errors="replace", newline="\n") as fd:
+                yield from paired(fe, fd, f"{where[0]} and {where[1]}")
             continue
         verify_or_record_checksum(where)
         console.print(f"reading {archive}")
@@ -155,14 +155,14 @@ def newstest(source: Path | None, year: int) -> tuple[list[str], list[str]]:
     if source is not None:
         en, de = _find_file(source, f"newstest{year}.en"), _find_file(source, f"newstest{year}.de")
         if en and de:
-            return en.read_text(encoding="utf-8").splitlines(), de.read_text(encoding="utf-8").splitlines()
+            return read_lines(en), read_lines(de)
     try:
         from sacrebleu.utils import get_reference_files, get_source_file
         # newstest2014: SacreBLEU's 'wmt14' is the 2,737-line filtered set; the paper scores the full 3,003 lines
         # (takase/b2t_connection README.md: `sacrebleu -t wmt14/full`).
         test_set = sacrebleu_test_set(year)
-        src = Path(get_source_file(test_set, "en-de")).read_text(encoding="utf-8").splitlines()
-        ref = Path(get_reference_files(test_set, "en-de")[0]).read_text(encoding="utf-8").splitlines()
+        src = read_lines(Path(get_source_file(test_set, "en-de")))
+        ref = read_lines(Path(get_reference_files(test_set, "en-de")[0]))
         return src, ref
     except Exception as e:  # sacrebleu raises several kinds on network failure
         where = f"in --source {source} or " if source is not None else ""
@@ -225,8 +225,8 @@ def prepare_wmt_sample(root: Path, source: Path | None, vocab_size: int = 8000, 
     en, de = _find_file(source, "train.en"), _find_file(source, "train.de")
     if en is None or de is None:
         raise PrepareError(f"--source {source}: wmt_ende_train_sample/train.en and train.de not found")
-    pairs = zip((moses_detokenize(l) for l in en.read_text(encoding="utf-8").splitlines()),
-                (moses_detokenize(l) for l in de.read_text(encoding="utf-8").splitlines()))
+    pairs = paired((moses_detokenize(l) for l in read_lines(en)), (moses_detokenize(l) for l in read_lines(de)),
+                   f"{en} and {de}")
     evals = {f"newstest{y}": newstest(source, y) for y in NEWSTEST_YEARS}
     return prepare_parallel(root / name, name, pairs, evals, vocab_size, ("en", "de"),
                             provenance={"source": str(source), "train": "wmt_ende_train_sample (detokenised)",

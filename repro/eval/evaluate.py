@@ -35,6 +35,17 @@ def load_run(run_dir: Path):
     if not status_path.is_file():
         raise EvaluateError(f"{run_dir}: not a finished run (status.json missing); train it first")
     status = read_json(status_path)
+    if not isinstance(status, dict):
+        raise EvaluateError(f"{status_path}: not a run's status (expected a JSON object, found "
+                            f"{type(status).__name__})")
+    for key, kind in (("status", str), ("recipe", str), ("scale", str)):
+        if not isinstance(status.get(key), kind):
+            raise EvaluateError(f"{status_path}: {key}: {status.get(key)!r} is not a {kind.__name__}; the file is "
+                                f"not one `lnrepro train` wrote")
+    if "recipes" not in Path(status["recipe"]).resolve().parts:  # a record is filed by its path below recipes/
+        raise EvaluateError(f"{status_path}: recipe: {status['recipe']!r} is not a recipe below a recipes/ folder")
+    if not isinstance(status.get("overrides", []), list):
+        raise EvaluateError(f"{status_path}: overrides: {status['overrides']!r} is not a list")
     return status, recipe_of_run(run_dir, status)
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from repro.config import RecipeError, resolve
 from repro.judging import judged_records
+from repro.markdown import escape
 from repro.model import version as model_code
 from repro.model.variants import VARIANTS
 from repro.results import current_records, machine, metric_at, recipes_dir, stale_note, stretch_hardware
@@ -160,7 +161,7 @@ def markdown(spec, columns, rows, scale, paper_version, notes=()) -> str:
             group = g
         lines.append(f"| {TITLES[method]} | " + " | ".join(_cell_text(cells[c]) for c in columns) + " |")
     if notes:
-        lines += ["", *(f"- {n}" for n in notes)]
+        lines += ["", *(f"- {escape(n)}" for n in notes)]
     return "\n".join(lines) + "\n"
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from repro.claims import CLAIMS
 from repro.results import current_records, load_records, stretch_hardware, stretches, where
+from repro.markdown import escape
 from repro.tables.spec import SPECS, TITLES
 
 RUN_FORMATS = ("text", "markdown", "csv", "json")
@@ -87,7 +88,7 @@ def render_runs(results_dir: Path, scale: str, fmt: str = "text") -> str:
         return buf.getvalue()
     if fmt == "markdown":
         lines = [f"**{title}**", "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-        lines += ["| " + " | ".join(_cells(r)) + " |" for r in rows]
+        lines += ["| " + " | ".join(escape(c) for c in _cells(r)) + " |" for r in rows]
         return "\n".join(lines) + "\n"
     # compact, one line a run, the machine last so its long name never pushes the others apart; the other formats
     # keep every column (stretches, start, commit, where the evaluation ran)

@@ -109,10 +109,27 @@ def request_stop(run_dir: Path, reason: str) -> None:
     atomic_write_text(Path(run_dir) / STOP_FILE, json.dumps({"reason": reason}) + "\n")
 
 
+def read_stop(path: Path) -> str:
+    """A stop request's reason. A file a person wrote may say it otherwise than `{"reason": "..."}`: whatever it
+    holds still asks the run to stop, its text (cut short) as the reason, so that one odd file neither crashes the
+    run nor stops a group's other members."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as e:
+        return f"stop requested ({path.name}: {e.strerror})"
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    if isinstance(data, dict) and isinstance(data.get("reason"), str) and data["reason"].strip():
+        return data["reason"]
+    return f"stop requested ({path.name}: {' '.join(text.split())[:80] or 'empty'})"
+
+
 def stop_reason(run_dir: Path, d: Dist, device) -> str | None:
     """The reason of a stop request in run_dir (`request_stop`), decided on every process at once."""
     path = Path(run_dir) / STOP_FILE
-    reason = json.loads(path.read_text())["reason"] if d.main and path.is_file() else None
+    reason = read_stop(path) if d.main and path.is_file() else None
     if d.world > 1:
         t = torch.tensor([float(reason is not None)], device=device)
         dist.all_reduce(t)
