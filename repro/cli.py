@@ -993,6 +993,7 @@ def calibrate_v2(task: str, jobs: int, threads: int | None, decide_only: bool, r
 def queue(scale: str = typer.Option("mini", "--scale", help="Whose records decide what is still needed."),
           hours: Optional[float] = typer.Option(None, "--hours", min=0.0, help="Show (or with --run, train) only the "
                                                 "sets that fit this many priced hours, in order."),
+          limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Only the first N queued sets."),
           fmt: str = typer.Option("text", "--format", help="text or json."),
           run: bool = typer.Option(False, "--run", help="Train the queued runs in order, in lanes that resume."),
           jobs: Optional[int] = typer.Option(None, "--jobs", help="Runs at once (default: one per core, one thread "
@@ -1020,10 +1021,10 @@ def queue(scale: str = typer.Option("mini", "--scale", help="Whose records decid
         sets = evidence_queue.build(results, scale, on_gpu)
     except (RecipeError, ValueError, OSError) as e:
         fail(str(e))
-    print(evidence_queue.render(sets, hours, fmt), end="")
+    print(evidence_queue.render(sets, hours, fmt, limit), end="")
     if not run:
         return
-    chosen = evidence_queue.within(sets, hours)
+    chosen = evidence_queue.within(sets, hours)[:limit]
     runs_dir = (runs or default_runs()).expanduser()
     check_folder(runs_dir, "--runs")
     parallel = jobs or (1 if on_gpu else os.cpu_count() or 1)

@@ -200,9 +200,9 @@ def within(sets: list[DecisiveSet], hours: float | None) -> list[DecisiveSet]:
     return out
 
 
-def render(sets: list[DecisiveSet], hours: float | None, fmt: str = "text") -> str:
+def render(sets: list[DecisiveSet], hours: float | None, fmt: str = "text", limit: int | None = None) -> str:
     import json
-    chosen = within(sets, hours)
+    chosen = within(sets, hours)[:limit]
     if fmt == "json":
         return json.dumps({"hours": hours, "sets": [s.as_dict() for s in sets],
                            "chosen": [sets.index(s) + 1 for s in chosen]}, indent=2) + "\n"
@@ -214,12 +214,12 @@ def render(sets: list[DecisiveSet], hours: float | None, fmt: str = "text") -> s
         if s.hours is not None and s.state == "queued":
             total += s.hours
         cost = "not priced" if s.hours is None else f"{s.hours:.1f} h on {s.priced_on}"
-        body.append([str(i), s.state + ("*" if s in chosen and hours is not None else ""), s.kind,
+        body.append([str(i), s.state + ("*" if s in chosen and (hours is not None or limit) else ""), s.kind,
                      str(len(s.new_runs)), cost, f"{' / '.join(s.claims)}: {s.why}"])
     head = (f"{len(sets)} decisive sets, {sum(len(s.new_runs) for s in sets if s.state == 'queued')} runs queued, "
             f"{sum(len(s.new_runs) for s in sets if s.state == 'waiting')} waiting for a regime")
-    if hours is not None:
-        head += (f"; within {hours:g} h: sets {', '.join(str(sets.index(s) + 1) for s in chosen) or 'none'} "
+    if hours is not None or limit:
+        head += (f"; {'within ' + format(hours, 'g') + ' h' if hours is not None else f'the first {limit}'}: sets {', '.join(str(sets.index(s) + 1) for s in chosen) or 'none'} "
                  f"(marked *)")
     return head + "\n\n" + plain_table(["#", "state", "kind", "runs", "cost", "claims: why"], body)
 

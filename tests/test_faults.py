@@ -284,7 +284,8 @@ def test_ctrl_c_checkpoints_the_update_in_flight_and_says_how_to_continue(tiny_r
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 130, out
     assert "stopped by SIGINT at update" in out and "--resume" in out and "Traceback" not in out
-    (ckpt,) = [p for p in run.glob("checkpoint_*.pt")]
+    (ckpt,) = [p for p in run.glob("resume_*.pt")]  # a checkpoint to resume from, never averaged
+    assert not list(run.glob("checkpoint_*.pt"))
     step = int(ckpt.stem.split("_")[1])
     assert step >= 3 and not (run / "status.json").exists() and not res.exists()
     again = cmd[:-4] + ["--set", f"optim.max_updates={step + 2}", "--set", "train.save_interval=100000", "--resume",
@@ -604,3 +605,23 @@ def test_an_odd_stop_file_still_stops_the_run_with_its_text(tmp_path):
         assert read_stop(tmp_path / "stop.json") == reason
     (tmp_path / "stop.json").write_bytes(b"\xff\xfe")
     assert read_stop(tmp_path / "stop.json").startswith("stop requested (stop.json:")
+
+
+def test_a_wall_time_checkpoint_is_resumed_from_and_never_averaged(tiny_root, tmp_path, monkeypatch):
+    """Between save_interval checkpoints a run checkpoints on wall time (resume_<update>.pt, every
+    $LNREPRO_CHECKPOINT_MINUTES): resumed from, replaced by the next one, and left out of evaluation's average."""
+    from repro.config import resolve
+    from repro.train import checkpoint
+    from repro.train.loop import train_run
+    monkeypatch.setattr(checkpoint, "RESUME_MINUTES", 0.0)  # due at every log line
+    r = resolve(REPO / "recipes/6L-6L-post_ln.yaml", "tiny", ["optim.max_updates=6", "train.save_interval=4",
+                                                               "train.log_interval=1"])
+    status = train_run(r, tmp_path / "run", tiny_root)
+    assert status["status"] == "completed"
+    names = sorted(p.name for p in (tmp_path / "run").glob("*.pt"))
+    assert names == ["checkpoint_4.pt", "checkpoint_6.pt"]  # each resume_*.pt dropped once a newer one landed
+    assert [p.name for p in checkpoint.list_checkpoints(tmp_path / "run")] == names
+    (tmp_path / "run" / "resume_5.pt").write_bytes((tmp_path / "run" / "checkpoint_4.pt").read_bytes())
+    assert [p.name for p in checkpoint.resumable(tmp_path / "run")] == ["checkpoint_4.pt", "resume_5.pt",
+                                                                         "checkpoint_6.pt"]
+    assert "resume_5.pt" not in [p.name for p in checkpoint.list_checkpoints(tmp_path / "run")]

@@ -67,3 +67,43 @@ def test_queue_cli_text_json_and_bad_input(tmp_path):
     assert data["sets"] and {"kind", "claims", "runs", "hours", "state", "why"} <= set(data["sets"][0])
     bad = CliRunner().invoke(app, ["queue", "--format", "yaml"])
     assert bad.exit_code == 2 and "--format 'yaml'" in bad.output
+
+
+def test_queue_run_stopped_and_started_again_gives_the_records_of_an_uninterrupted_one(tiny_root, tmp_path):
+    """`queue --run` at tiny, its first set (three runs, two lanes): SIGTERM mid-run, then the same command again on
+    the same run folder (the lanes live outside any checkout) gives records equal to an uninterrupted queue's."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    def cmd(tag):
+        return [sys.executable, "-m", "repro.cli", "queue", "--scale", "tiny", "--run", "--limit", "1", "--jobs", "2",
+                "--runs", str(tmp_path / f"lanes-{tag}"), "--results", str(tmp_path / f"res-{tag}"), "--root",
+                str(tiny_root)]
+    env = {**os.environ, "LNREPRO_QUIET": "1", "LNREPRO_THREADS": "1"}
+    for tag in ("whole", "cut"):
+        (tmp_path / f"res-{tag}").mkdir()
+    whole = subprocess.run(cmd("whole"), capture_output=True, text=True, env=env, timeout=600)
+    assert whole.returncode == 0, whole.stdout + whole.stderr
+    proc = subprocess.Popen(cmd("cut"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                            start_new_session=True)
+    deadline = time.time() + 300
+    logs = lambda: list((tmp_path / "lanes-cut").glob("*/log.jsonl"))
+    while time.time() < deadline and not any(len(p.read_text().splitlines()) >= 2 for p in logs()):
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode != 0 and "Traceback" not in out, out
+    again = subprocess.run(cmd("cut"), capture_output=True, text=True, env=env, timeout=600)
+    assert again.returncode == 0, again.stdout + again.stderr
+    records = lambda tag: {p.relative_to(tmp_path / f"res-{tag}").as_posix(): json.loads(p.read_text())
+                           for p in (tmp_path / f"res-{tag}").rglob("seed*.json")}
+    a, b = records("whole"), records("cut")
+    assert a.keys() == b.keys() and len(a) == 3
+    same = lambda m: {k: v for k, v in m.items() if k not in ("eval_seconds", "eval_hardware")}
+    for key in a:
+        assert (a[key]["status"], a[key]["updates"], same(a[key]["metrics"])) == \
+            (b[key]["status"], b[key]["updates"], same(b[key]["metrics"])), key
+    assert any(len(r.get("segments", [])) > 1 for r in b.values())  # one of them was resumed

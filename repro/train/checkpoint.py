@@ -20,6 +20,10 @@ from torch.torch_version import TorchVersion
 from repro.checksum import sha256_file
 
 PATTERN = re.compile(r"checkpoint_(\d+)\.pt$")
+# A checkpoint written on wall time, between the recipe's save_interval ones, only to lose little when a run is
+# stopped: resumed from, never averaged, and dropped once a newer checkpoint of either kind exists.
+RESUME_PATTERN = re.compile(r"resume_(\d+)\.pt$")
+RESUME_MINUTES = float(os.environ.get("LNREPRO_CHECKPOINT_MINUTES", "10"))
 
 
 class CheckpointError(RuntimeError):
@@ -30,11 +34,11 @@ def checksum_path(path: Path) -> Path:
     return path.with_name(path.name + ".sha256")
 
 
-def save(state: dict, run_dir: Path, step: int, keep_last: int | None) -> Path:
+def save(state: dict, run_dir: Path, step: int, keep_last: int | None, kind: str = "checkpoint") -> Path:
     """Write checkpoint_<step>.pt and its checksum, then keep the last `keep_last` (None: prune later, as a group
     does once all its members have written theirs); a failed write (a full disk) leaves no temporary file behind
     and the previous checkpoint the newest, and says so in one line."""
-    path = run_dir / f"checkpoint_{step}.pt"
+    path = run_dir / f"{kind}_{step}.pt"
     tmp = path.with_name(path.name + ".tmp")
     digest_tmp = checksum_path(tmp)
     try:
@@ -51,6 +55,10 @@ def save(state: dict, run_dir: Path, step: int, keep_last: int | None) -> Path:
         raise CheckpointError(f"{path}: {'no space left on the disk of ' + str(run_dir) if full else e}; nothing "
                               f"half-written is left, and {newest[-1].name if newest else 'no checkpoint'} stays the "
                               f"newest") from None
+    for old in list_resume(run_dir):  # a resume checkpoint older than this one is of no more use
+        if old != path and int(RESUME_PATTERN.search(old.name).group(1)) <= step:
+            old.unlink(missing_ok=True)
+            checksum_path(old).unlink(missing_ok=True)
     if keep_last is not None:
         prune(run_dir, keep_last)
     return path
@@ -61,6 +69,16 @@ def prune(run_dir: Path, keep_last: int) -> None:
     for old in list_checkpoints(run_dir)[:-keep_last]:
         old.unlink()
         checksum_path(old).unlink(missing_ok=True)
+
+
+def list_resume(run_dir: Path) -> list[Path]:
+    return [p for p in Path(run_dir).glob("resume_*.pt") if RESUME_PATTERN.search(p.name)]
+
+
+def resumable(run_dir: Path) -> list[Path]:
+    """Every checkpoint a run may resume from, oldest first: the save_interval ones and a wall-time one."""
+    step = lambda p: int((PATTERN.search(p.name) or RESUME_PATTERN.search(p.name)).group(1))
+    return sorted([*list_checkpoints(run_dir), *list_resume(run_dir)], key=step)
 
 
 def list_checkpoints(run_dir: Path) -> list[Path]:

@@ -109,6 +109,17 @@ def request_stop(run_dir: Path, reason: str) -> None:
     atomic_write_text(Path(run_dir) / STOP_FILE, json.dumps({"reason": reason}) + "\n")
 
 
+def wall_clock_due(saved_at: float, d: Dist, device) -> bool:
+    """Whether a wall-time checkpoint is due, as the main process's clock says (under torchrun every process must
+    take the same branch: it all-reduces)."""
+    due = time.time() - saved_at >= checkpoint.RESUME_MINUTES * 60
+    if d.world > 1:
+        t = torch.tensor([float(due and d.main)], device=device)
+        dist.all_reduce(t)
+        due = bool(t.item())
+    return due
+
+
 def read_stop(path: Path) -> str:
     """A stop request's reason. A file a person wrote may say it otherwise than `{"reason": "..."}`: whatever it
     holds still asks the run to stop, its text (cut short) as the reason, so that one odd file neither crashes the
@@ -226,7 +237,7 @@ def describe_run(run_dir: Path) -> str | None:
             return f"a {status['status']} run ({status['step']} updates)"
         except (ValueError, KeyError):
             return "a run whose status.json is unreadable"
-    ckpts = checkpoint.list_checkpoints(run_dir)
+    ckpts = checkpoint.resumable(run_dir)
     if ckpts:
         return f"an unfinished run, resumable from {ckpts[-1].name}"
     if (run_dir / "log.jsonl").is_file():
@@ -432,7 +443,7 @@ def open_member(resolved: ResolvedRecipe, run_dir: Path, resume: bool, overwrite
     if existing and not resume and not overwrite:
         raise RunDirError(f"{run_dir} already holds {existing}: continue it with --resume, or replace it with "
                           f"--overwrite")
-    ckpts = checkpoint.list_checkpoints(run_dir) if resume else []
+    ckpts = checkpoint.resumable(run_dir) if resume else []
     # a damaged newest checkpoint is skipped, saying why: the run resumes from the newest intact one
     newest, state, skipped = checkpoint.newest_intact(ckpts)
     if ckpts and state is None:
@@ -578,7 +589,10 @@ def _train(recipes: list[ResolvedRecipe], run_dirs: list[Path], data_root: Path,
 
     from_update = step
 
-    def save_checkpoints(runs: list[Member]) -> None:
+    def save_checkpoints(runs: list[Member], kind: str = "checkpoint") -> None:
+        """Every member's checkpoint of this update: a save_interval one, or (`kind` "resume") one on wall time."""
+        nonlocal saved_at
+        saved_at = time.time()
         if not d.main:
             return
         rng = {"torch": torch.get_rng_state(), "python": random.getstate(),
@@ -589,9 +603,11 @@ def _train(recipes: list[ResolvedRecipe], run_dirs: list[Path], data_root: Path,
                      "position": m.position, "elapsed": m.elapsed_before + time.time() - t0,
                      "health": m.health.state_dict(), "segments": segments(m), "rng": rng,
                      "recipe_hash": m.resolved.hash(), **({"group": m.status["group"]} if "group" in m.status else {})}
-            checkpoint.save(state, m.run_dir, step, keep_last=None)
+            checkpoint.save(state, m.run_dir, step, keep_last=None, kind=kind)
         for m in runs:  # only once every member has this update's checkpoint (align_group)
             checkpoint.prune(m.run_dir, m.r.train.keep_last)
+
+    saved_at = time.time()
 
     def finish(m: Member) -> None:
         """Write the member's status.json: the run has ended (completed, or failed)."""
@@ -663,14 +679,16 @@ def _train(recipes: list[ResolvedRecipe], run_dirs: list[Path], data_root: Path,
                 drop_ended()
             if active and step % r.train.save_interval == 0:
                 save_checkpoints(active)
+            elif active and step % r.train.log_interval == 0 and wall_clock_due(saved_at, d, device):
+                save_checkpoints(active, kind="resume")  # at a log line: every process asks at the same update
             if active and stop.requested(d.world, device):
                 interrupted = stop.name
                 break
 
     # -- finish: a last validation and checkpoint, the status of every member -------------------------------
     if interrupted:
-        if step % r.train.save_interval:
-            save_checkpoints(active)
+        if step % r.train.save_interval:  # to resume from, never averaged
+            save_checkpoints(active, kind="resume")
         for m in active:
             if m.tb:
                 m.tb.close()
@@ -741,7 +759,7 @@ def prepare_member(m: Member, d: Dist, meta: dict, update_freq: int, merge: int,
         if m.existing and m.state is None:  # --overwrite, or a start that never checkpointed: cleared only now
             # that data and model are ready
             for stale in [m.log_path, m.status_path, m.run_dir / "admin_profile.json", m.run_dir / STOP_FILE,
-                          *checkpoint.list_checkpoints(m.run_dir)]:
+                          *checkpoint.resumable(m.run_dir)]:
                 stale.unlink(missing_ok=True)
                 Path(f"{stale}.sha256").unlink(missing_ok=True)
         (m.run_dir / "recipe.yaml").write_text(f"# {m.resolved.path} at scale {m.resolved.scale}\n" + dump_yaml(r))
