@@ -195,3 +195,54 @@ def test_rezero_layers_equal_the_official_code():
     assert torch.allclose(dec.cross_attn.kv_proj.weight.grad, fx["decoder_grads"]["multihead_attn.in_proj_weight"][d:],
                           atol=1e-5)
     assert sum(n.endswith("residual.alpha") for n, _ in dec.named_parameters()) == 1
+
+
+def test_dyt_pre_ln_layers_equal_the_official_conversion():
+    """jiachenzhu/DyT's convert_ln_to_dyt on torch's Pre-LN layers (tests/fixtures/reference/make_official.py),
+    against lnrepro's dyt_pre layers on the same weights: outputs and gradients, DyT's alpha, gamma and beta too."""
+    from repro.model.block import TransformerLayer
+    from repro.model.variants import VARIANTS
+    fx = torch.load(FIXTURES / "dyt_convert.pt", weights_only=True)
+
+    def ours(state, cross):
+        d = state["linear1.weight"].shape[1]
+        layer = TransformerLayer(VARIANTS["dyt_pre"], d, state["linear1.weight"].shape[0], 2, 0.0, 0.0, 0.0,
+                                 cross_attention=cross).eval()
+        slots = {"norm1": "pre_attn_norm", "norm2": "pre_cross_norm" if cross else "pre_ffn_norm",
+                 "norm3": "pre_ffn_norm"}
+        with torch.no_grad():
+            layer.self_attn.qkv_proj.weight.copy_(state["self_attn.in_proj_weight"])
+            layer.self_attn.qkv_proj.bias.copy_(state["self_attn.in_proj_bias"])
+            layer.self_attn.out_proj.load_state_dict({k.split(".")[-1]: v for k, v in state.items()
+                                                      if k.startswith("self_attn.out_proj.")})
+            if cross:
+                w, b = state["multihead_attn.in_proj_weight"], state["multihead_attn.in_proj_bias"]
+                layer.cross_attn.q_proj.weight.copy_(w[:d])
+                layer.cross_attn.q_proj.bias.copy_(b[:d])
+                layer.cross_attn.kv_proj.weight.copy_(w[d:])
+                layer.cross_attn.kv_proj.bias.copy_(b[d:])
+                layer.cross_attn.out_proj.load_state_dict({k.split(".")[-1]: v for k, v in state.items()
+                                                           if k.startswith("multihead_attn.out_proj.")})
+            layer.ffn.fc1.load_state_dict({k.split(".")[-1]: v for k, v in state.items() if k.startswith("linear1.")})
+            layer.ffn.fc2.load_state_dict({k.split(".")[-1]: v for k, v in state.items() if k.startswith("linear2.")})
+            for theirs, slot in slots.items():
+                if f"{theirs}.alpha" in state:
+                    norm = getattr(layer, slot)
+                    norm.alpha.copy_(state[f"{theirs}.alpha"][0])
+                    norm.weight.copy_(state[f"{theirs}.weight"])
+                    norm.bias.copy_(state[f"{theirs}.bias"])
+        return layer, slots
+
+    (enc, enc_slots), (dec, dec_slots) = ours(fx["encoder"], False), ours(fx["decoder"], True)
+    enc_out = enc(fx["src"])
+    dec_out = dec(fx["tgt"], causal=True, memory=enc_out.detach())
+    assert torch.allclose(enc_out, fx["encoder_out"], atol=1e-5)
+    assert torch.allclose(dec_out, fx["decoder_out"], atol=1e-5)
+    we, wd = fx["loss_weights"]
+    ((enc_out * we).sum() + (dec_out * wd).sum()).backward()
+    for layer, grads, slots in ((enc, fx["encoder_grads"], enc_slots), (dec, fx["decoder_grads"], dec_slots)):
+        assert torch.allclose(layer.self_attn.qkv_proj.weight.grad, grads["self_attn.in_proj_weight"], atol=1e-5)
+        assert torch.allclose(layer.ffn.fc2.weight.grad, grads["linear2.weight"], atol=1e-5)
+        norm = getattr(layer, slots["norm1"])
+        assert torch.allclose(norm.alpha.grad, grads["norm1.alpha"][0], atol=1e-4)
+        assert torch.allclose(norm.weight.grad, grads["norm1.weight"], atol=1e-5)
