@@ -295,8 +295,21 @@ def parse_seeds(text: str) -> list[int]:
 
 
 def record_finished(results: Path, run_dir: Path, status: dict, resolved, replace_record: bool) -> None:
-    """Write an ended run's record (and say so); a record that cannot be written is a one-line error."""
-    from repro.results import write_record
+    """Write an ended run's record (and say so); a record that cannot be written is a one-line error. A record of
+    this very run already in place (a finished run resumed, perhaps evaluated since) is kept as it is."""
+    import json
+
+    from repro.results import record_path, write_record
+    slot = record_path(results, resolved.scale, resolved.name, resolved.recipe.train.seed, resolved.overrides,
+                       resolved.hash())
+    try:
+        kept = json.loads(slot.read_text(encoding="utf-8")) if slot.is_file() else None
+    except (OSError, ValueError):
+        kept = None
+    if isinstance(kept, dict) and kept.get("started") == status.get("started"):
+        console.print(f"{run_dir}: {status['status']} after {status['step']} updates; its record {slot} is kept",
+                      markup=False, highlight=False, soft_wrap=True)
+        return
     try:
         path = write_record(results, run_record(run_dir, status, resolved, metrics={}), Path(run_dir) / "log.jsonl",
                             replace=replace_record)
@@ -331,13 +344,19 @@ def train_seeds(recipe: Path, scale: str, seeds: list[int], run_dir: Path | None
         for res, d in zip(recipes, run_dirs):
             slot = record_path(results, scale, res.name, res.recipe.train.seed, res.overrides, res.hash())
             check_record_slot(slot, res.hash(), d, replace_record)
+        recorded = set()
+
+        def on_finish(i: int, status: dict) -> None:
+            recorded.add(i)
+            record_finished(results, run_dirs[i], status, recipes[i], replace_record)
         statuses = train_group(recipes, run_dirs, root or default_root(), resume=resume, overwrite=overwrite,
                                allow_recipe_change=allow_recipe_change, cuda_graphs=cuda_graphs,
-                               tokens_per_gpu=tokens_per_gpu, tensorboard=tensorboard,
-                               on_finish=lambda i, status: record_finished(results, run_dirs[i], status, recipes[i],
-                                                                           replace_record))
+                               tokens_per_gpu=tokens_per_gpu, tensorboard=tensorboard, on_finish=on_finish)
     except _known_errors() as e:
         fail(str(e))
+    for i, status in enumerate(statuses):  # members that had ended before: a record lost to a kill is written now
+        if i not in recorded and status.get("status") in ("completed", "failed"):
+            record_finished(results, run_dirs[i], status, recipes[i], replace_record)
     if any(st["status"] == "interrupted" for st in statuses):
         again = " ".join(["lnrepro train", str(recipe), "--scale", scale, *(f"--set {x}" for x in set_),
                           "--seeds", ",".join(map(str, seeds)), *(["--run-dir", str(run_dir)] if run_dir else []),

@@ -625,3 +625,22 @@ def test_a_wall_time_checkpoint_is_resumed_from_and_never_averaged(tiny_root, tm
     assert [p.name for p in checkpoint.resumable(tmp_path / "run")] == ["checkpoint_4.pt", "resume_5.pt",
                                                                          "checkpoint_6.pt"]
     assert "resume_5.pt" not in [p.name for p in checkpoint.list_checkpoints(tmp_path / "run")]
+
+
+def test_resuming_a_finished_run_keeps_its_record_and_a_group_writes_a_lost_one(tiny_root, tmp_path):
+    """`--resume` of a finished, evaluated run leaves its record (metrics and all) as it is; a grouped member's
+    record lost to a kill between its status.json and its record is written when the group is resumed."""
+    assert runner.invoke(app, train_args(tiny_root, tmp_path)).exit_code == 0
+    assert runner.invoke(app, ["evaluate", str(tmp_path / "run"), "--root", str(tiny_root), "--results",
+                               str(tmp_path / "results")]).exit_code == 0
+    (record,) = (tmp_path / "results").rglob("seed1.json")
+    before = record.read_text()
+    assert json.loads(before)["metrics"]
+    r = runner.invoke(app, train_args(tiny_root, tmp_path, "--resume"))
+    assert r.exit_code == 0 and "is kept" in r.output.replace("\n", "") and record.read_text() == before
+    group = ["train", str(REPO / "recipes/6L-6L-post_ln.yaml"), "--scale", "tiny", "--seeds", "1-2", "--run-dir",
+             str(tmp_path / "group"), "--root", str(tiny_root), "--results", str(tmp_path / "gres")]
+    assert runner.invoke(app, group).exit_code == 0
+    lost = next((tmp_path / "gres").rglob("seed2.json"))
+    lost.unlink()
+    assert runner.invoke(app, [*group, "--resume"]).exit_code == 0 and lost.is_file()
