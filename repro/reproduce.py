@@ -301,9 +301,9 @@ def last_checkpoint(run_dir: Path) -> int | None:
     """The step of a run directory's latest checkpoint (by number: checkpoint_10000 comes after checkpoint_9500)."""
     if not run_dir.is_dir():
         return None
-    from repro.train.checkpoint import PATTERN, RESUME_PATTERN, resumable  # torch: only where a run folder exists
+    from repro.train.checkpoint import resumable, step_of  # torch: only where a run folder exists
     ckpts = resumable(run_dir)
-    return int((PATTERN.search(ckpts[-1].name) or RESUME_PATTERN.search(ckpts[-1].name)).group(1)) if ckpts else None
+    return step_of(ckpts[-1]) if ckpts else None
 
 
 def trained_fraction(run: PlannedRun) -> float:

@@ -644,3 +644,21 @@ def test_resuming_a_finished_run_keeps_its_record_and_a_group_writes_a_lost_one(
     lost = next((tmp_path / "gres").rglob("seed2.json"))
     lost.unlink()
     assert runner.invoke(app, [*group, "--resume"]).exit_code == 0 and lost.is_file()
+
+
+def test_a_group_never_throws_away_a_run_trained_alone_in_a_members_folder(tiny_root, tmp_path):
+    """`train --seeds 1-3 --resume` where seed 2's folder holds an unfinished run trained alone: one line that says
+    how to go on, and that run's checkpoints and log untouched."""
+    sets = ["--set", "train.save_interval=2"]
+    alone = tmp_path / "runs" / "6L-6L-post_ln-tiny-s2"
+    r = runner.invoke(app, ["train", str(REPO / "recipes/6L-6L-post_ln.yaml"), "--scale", "tiny", "--seed", "2",
+                            "--run-dir", str(alone), "--root", str(tiny_root), "--results", str(tmp_path / "res"),
+                            *sets])
+    assert r.exit_code == 0
+    (alone / "status.json").unlink()  # as if killed after its last checkpoint
+    before = sorted(p.name for p in alone.iterdir())
+    group = runner.invoke(app, ["train", str(REPO / "recipes/6L-6L-post_ln.yaml"), "--scale", "tiny", "--seeds",
+                                "1-3", "--run-dir", str(tmp_path / "runs"), "--root", str(tiny_root), "--results",
+                                str(tmp_path / "res"), "--resume", *sets])
+    one_line_exit_2(group, "holds a run trained alone", "--seed 2")
+    assert sorted(p.name for p in alone.iterdir()) == before

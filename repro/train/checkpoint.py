@@ -55,30 +55,36 @@ def save(state: dict, run_dir: Path, step: int, keep_last: int | None, kind: str
         raise CheckpointError(f"{path}: {'no space left on the disk of ' + str(run_dir) if full else e}; nothing "
                               f"half-written is left, and {newest[-1].name if newest else 'no checkpoint'} stays the "
                               f"newest") from None
-    for old in list_resume(run_dir):  # a resume checkpoint older than this one is of no more use
-        if old != path and int(RESUME_PATTERN.search(old.name).group(1)) <= step:
-            old.unlink(missing_ok=True)
-            checksum_path(old).unlink(missing_ok=True)
     if keep_last is not None:
         prune(run_dir, keep_last)
     return path
 
 
 def prune(run_dir: Path, keep_last: int) -> None:
-    """Delete all but the newest `keep_last` checkpoints (and their checksums)."""
+    """Delete all but the newest `keep_last` checkpoints (and their checksums), and every wall-time one older than
+    the newest checkpoint of either kind (a group prunes once all its members have written theirs)."""
     for old in list_checkpoints(run_dir)[:-keep_last]:
         old.unlink()
         checksum_path(old).unlink(missing_ok=True)
+    regular = [step_of(p) for p in list_checkpoints(run_dir)]
+    wall = sorted(list_resume(run_dir), key=step_of)
+    for old in wall:
+        if old != wall[-1] or (regular and step_of(old) <= max(regular)):
+            old.unlink(missing_ok=True)
+            checksum_path(old).unlink(missing_ok=True)
 
 
 def list_resume(run_dir: Path) -> list[Path]:
     return [p for p in Path(run_dir).glob("resume_*.pt") if RESUME_PATTERN.search(p.name)]
 
 
+def step_of(path: Path) -> int:
+    return int((PATTERN.search(path.name) or RESUME_PATTERN.search(path.name)).group(1))
+
+
 def resumable(run_dir: Path) -> list[Path]:
     """Every checkpoint a run may resume from, oldest first: the save_interval ones and a wall-time one."""
-    step = lambda p: int((PATTERN.search(p.name) or RESUME_PATTERN.search(p.name)).group(1))
-    return sorted([*list_checkpoints(run_dir), *list_resume(run_dir)], key=step)
+    return sorted([*list_checkpoints(run_dir), *list_resume(run_dir)], key=step_of)
 
 
 def list_checkpoints(run_dir: Path) -> list[Path]:

@@ -475,6 +475,11 @@ def align_group(members: list[Member], resume: bool) -> None:
             if m.status_path.is_file():
                 m.finished = json.loads(m.status_path.read_text())
     live = [m for m in members if m.finished is None]
+    for m in live:  # progress made outside this group is never thrown away to align with it
+        if m.state is not None and "group" not in m.state and len(live) > 1:
+            raise RunDirError(f"{m.run_dir} holds a run trained alone (resumable from {m.newest.name}): a group "
+                              f"starts its members together; resume it alone (lnrepro train ... --seed "
+                              f"{m.r.train.seed} --run-dir {m.run_dir} --resume) or move it away first")
     steps = [m.state["step"] if m.state else 0 for m in live]
     common = min(steps, default=0)
     for m, s in zip(live, steps):
@@ -483,7 +488,7 @@ def align_group(members: list[Member], resume: bool) -> None:
         if common == 0:  # a member without any checkpoint: the whole group starts again
             m.state = m.newest = None
         else:
-            m.newest = m.run_dir / f"checkpoint_{common}.pt"
+            m.newest = next(p for p in checkpoint.resumable(m.run_dir) if checkpoint.step_of(p) == common)
             m.state = checkpoint.load(m.newest)
 
 
@@ -550,8 +555,9 @@ def _train(recipes: list[ResolvedRecipe], run_dirs: list[Path], data_root: Path,
     merge = batches_per_forward(r, tokens_per_gpu, d.world)
 
     # -- set-up: each member's directory and model, as its standalone run makes them ------------------------
-    group = ({"runs": [str(m.run_dir) for m in members], "seeds": [m.r.train.seed for m in members]}
-             if len(members) > 1 else None)
+    # the members that train together now (one that ended before is no longer of the group; one left alone is none)
+    group = ({"runs": [str(m.run_dir) for m in live], "seeds": [m.r.train.seed for m in live]}
+             if len(live) > 1 else None)
     models, engine = [], None
     for m in live:
         prepare_member(m, d, meta, update_freq, merge, group)
