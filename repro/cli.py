@@ -263,12 +263,30 @@ def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. reci
     if status["status"] == "interrupted":  # checkpointed, no record: the run has not ended
         if int(os.environ.get("RANK", "0")) == 0:
             again = " ".join(["lnrepro train", str(recipe), "--scale", scale, *(f"--set {x}" for x in set_),
-                              *([f"--seed {seed}"] if seed is not None else []), "--run-dir", str(run_dir), "--resume"])
+                              *([f"--seed {seed}"] if seed is not None else []), "--run-dir", str(run_dir),
+                              *options_again(root, results, threads, precision, tokens_per_gpu, cuda_graphs,
+                                             tensorboard), "--resume"])
             console.print(f"stopped by {status['reason']}, checkpoint written; continue with: {again}",
                           markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(130)
     if int(os.environ.get("RANK", "0")) == 0:
         record_finished(results, run_dir, status, resolved, replace_record)
+        if status["status"] == "completed":
+            console.print(f"next: lnrepro evaluate {run_dir}" + (f" --root {root}" if root is not None else "")
+                          + (f" --results {results}" if results != Path("results") else "")
+                          + "  (decodes and scores the test sets into the record)", markup=False, highlight=False,
+                          soft_wrap=True)
+
+
+def options_again(root: Path | None, results: Path, threads: int | None, precision: str | None,
+                  tokens_per_gpu: int | None, cuda_graphs: bool, tensorboard: bool) -> list[str]:
+    """The options a continued run must be given again to train as it did (its threads, precision, batching)."""
+    return [*(["--root", str(root)] if root is not None else []),
+            *(["--results", str(results)] if results != Path("results") else []),
+            *(["--threads", str(threads)] if threads is not None else []),
+            *(["--precision", precision] if precision is not None else []),
+            *(["--tokens-per-gpu", str(tokens_per_gpu)] if tokens_per_gpu is not None else []),
+            *(["--cuda-graphs"] if cuda_graphs else []), *(["--tensorboard"] if tensorboard else [])]
 
 
 MAX_GROUP_SEEDS = 64  # one group's members: a grouped model holds every member's weights and Adam state at once
@@ -360,6 +378,7 @@ def train_seeds(recipe: Path, scale: str, seeds: list[int], run_dir: Path | None
     if any(st["status"] == "interrupted" for st in statuses):
         again = " ".join(["lnrepro train", str(recipe), "--scale", scale, *(f"--set {x}" for x in set_),
                           "--seeds", ",".join(map(str, seeds)), *(["--run-dir", str(run_dir)] if run_dir else []),
+                          *options_again(root, results, threads, precision, tokens_per_gpu, cuda_graphs, tensorboard),
                           "--resume"])
         console.print(f"stopped by {statuses[0]['reason']}, checkpoints written; continue with: {again}",
                       markup=False, highlight=False, soft_wrap=True)
@@ -454,6 +473,11 @@ def score_fairseq(checkpoint: Path = typer.Argument(..., help="A fairseq Transfo
     set_threads(threads)
     if (source is None) == (test_set is None):
         fail("give the sentences with --source FILE or --test-set NAME (one of them)")
+    for path, option in ((checkpoint, "checkpoint"), (dictionary, "--dict"), (bpe_codes, "--bpe-codes")):
+        if path is not None and not Path(path).is_file():  # before any test set is downloaded
+            fail(f"{option} {path}: no such file")
+    if out is not None and Path(out).is_dir():
+        fail(f"--out {out}: a folder; give a file to write the hypotheses to")
     src_lang, _, tgt_lang = langpair.partition("-")
     try:
         if test_set is not None:

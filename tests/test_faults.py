@@ -233,6 +233,7 @@ def test_user_round_two_small_surprises(tmp_path, monkeypatch):
 
 
 def test_train_says_which_record_it_writes_and_that_one_exists(tmp_path):
+    """(And, once trained, what to run next.)"""
     from typer.testing import CliRunner
     from repro.cli import app
     runner = CliRunner()
@@ -240,6 +241,7 @@ def test_train_says_which_record_it_writes_and_that_one_exists(tmp_path):
     common = ["--scale", "tiny", "--root", str(tmp_path / "data"), "--results", str(tmp_path / "res")]
     first = runner.invoke(app, ["train", recipe, *common, "--run-dir", str(tmp_path / "a")])
     assert first.exit_code == 0 and "this run's record: " in first.output and "one exists" not in first.output
+    assert f"next: lnrepro evaluate {tmp_path / 'a'} --root {tmp_path / 'data'}" in first.output.replace("\n", "")
     second = runner.invoke(app, ["train", recipe, *common, "--run-dir", str(tmp_path / "b"), "--replace-record"])
     assert second.exit_code == 0 and "(one exists: completed, started" in second.output
 
@@ -284,6 +286,7 @@ def test_ctrl_c_checkpoints_the_update_in_flight_and_says_how_to_continue(tiny_r
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 130, out
     assert "stopped by SIGINT at update" in out and "--resume" in out and "Traceback" not in out
+    assert "--threads 1" in out and f"--results {res}" in out  # the command that continues it, options kept
     (ckpt,) = [p for p in run.glob("resume_*.pt")]  # a checkpoint to resume from, never averaged
     assert not list(run.glob("checkpoint_*.pt"))
     step = int(ckpt.stem.split("_")[1])

@@ -246,3 +246,16 @@ def test_dyt_pre_ln_layers_equal_the_official_conversion():
         norm = getattr(layer, slots["norm1"])
         assert torch.allclose(norm.alpha.grad, grads["norm1.alpha"][0], atol=1e-4)
         assert torch.allclose(norm.weight.grad, grads["norm1.weight"], atol=1e-5)
+
+
+def test_score_fairseq_names_a_missing_file_before_any_download(tmp_path):
+    from typer.testing import CliRunner
+
+    from repro.cli import app
+    r = CliRunner().invoke(app, ["score-fairseq", str(tmp_path / "none.pt"), "--dict", str(CHECKPOINTS / "dict.en.txt"),
+                                 "--test-set", "wmt14/full"])
+    assert r.exit_code == 2 and "none.pt: no such file" in r.output and len(r.output.strip().splitlines()) == 1
+    r = CliRunner().invoke(app, ["score-fairseq", str(CHECKPOINTS / "checkpoint_best.pt"), "--dict",
+                                 str(CHECKPOINTS / "dict.en.txt"), "--source", str(CHECKPOINTS / "dict.en.txt"),
+                                 "--out", str(tmp_path)])
+    assert r.exit_code == 2 and "a folder" in r.output
