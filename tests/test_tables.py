@@ -388,3 +388,17 @@ def test_text_format_is_one_plain_table_in_80_columns(tmp_path, monkeypatch):
     assert runs.splitlines()[2].split() == ["Recipe", "Seed", "Status", "Updates", "Training", "Eval", "Machine"]
     r = runner.invoke(app, ["recipes"])
     assert "recipes/gigaword/18L-18L-b2t_noln.yaml" in r.output  # whole, whatever the width
+
+
+def test_a_trained_run_not_yet_evaluated_reads_so_not_n_a(tmp_path):
+    """n/a is a column the scale has not (per-year BLEU below paper scale); a record with no metrics at all is a run
+    trained and not yet evaluated."""
+    write_record(tmp_path, record("6L-6L-b2t", 1, metrics={}, encoder_layers=6, decoder_layers=6))
+    write_record(tmp_path, record("6L-6L-pre_ln", 1, metrics={"bleu_average": 30.0}, encoder_layers=6,
+                                  decoder_layers=6))
+    rows = {(r["method"], r["metric"]): r["status"] for r in csv_rows(1, tmp_path, scale="mini")
+            if r["group"] == "6L-6L"}
+    assert rows[("b2t", "Average")] == rows[("b2t", "2014")] == "not evaluated"
+    assert rows[("pre_ln", "2014")] == "no such column" and rows[("pre_ln", "Average")] == "ok"
+    text = render_table(1, scale="mini", fmt="text", results_dir=tmp_path)
+    assert "not evaluated" in text and "n/a" in text

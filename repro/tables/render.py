@@ -34,7 +34,8 @@ def ours_cell(records: list[dict], paths: list[list[str]]) -> dict:
     if not values:
         # "failed" only when every seed failed: a trained seed without this metric (per-year BLEU at reduced
         # scale) leaves the column unevaluated, not failed
-        status = "failed" if len(failed) == len(records) else "not evaluated"
+        status = ("failed" if len(failed) == len(records) else
+                  "not evaluated" if not any(r.get("metrics") for r in records) else "no such column")
         return {"status": status, "mean": None, "std": None, "seeds": len(records)}
     std = statistics.stdev(values) if len(values) > 1 else None
     return {"status": "ok", "mean": statistics.fmean(values), "std": std, "seeds": len(values),
@@ -109,8 +110,10 @@ def _fmt_paper(p) -> str:
 def _fmt_ours(row: dict) -> str:
     if row["status"] == "failed":
         return pv.FAILED
+    if row["status"] == "no such column":
+        return "n/a"  # evaluated, but this scale has no such metric (per-year BLEU at reduced scale)
     if row["status"] == "not evaluated":
-        return "n/a"  # the run has no such metric (e.g. per-year BLEU at reduced scale)
+        return "not evaluated"  # trained; `lnrepro evaluate RUN` scores it
     if row["status"] != "ok":
         return row["status"]
     s = f"{row['ours']:.2f}"
