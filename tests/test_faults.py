@@ -568,7 +568,7 @@ def test_killing_reproduce_stops_its_trainings(tiny_root, tmp_path):
     while _time.time() < deadline and lock_holder(tmp_path / "run"):
         _time.sleep(0.2)
     assert lock_holder(tmp_path / "run") is None  # the training stopped with its launcher
-    assert list((tmp_path / "run").glob("checkpoint_*.pt"))  # and checkpointed on its way out
+    assert list((tmp_path / "run").glob("resume_*.pt"))  # and checkpointed on its way out (to resume from)
 
 
 def test_hostile_round_three_inputs_are_one_line(tmp_path):
