@@ -107,3 +107,28 @@ def test_queue_run_stopped_and_started_again_gives_the_records_of_an_uninterrupt
         assert (a[key]["status"], a[key]["updates"], same(a[key]["metrics"])) == \
             (b[key]["status"], b[key]["updates"], same(b[key]["metrics"])), key
     assert any(len(r.get("segments", [])) > 1 for r in b.values())  # one of them was resumed
+
+
+def test_the_gpu_machines_script_runs_the_queue_and_brings_back_what_it_made(tiny_root, tmp_path):
+    """device/run.sh on this CPU at tiny, with a deadline of 40 s: the queue it worked from, its output, the results
+    folder and, where a run did not finish, an archive of it (its newest checkpoint, log and recipe)."""
+    import os
+    import subprocess
+    import tarfile
+    out, res = tmp_path / "out", tmp_path / "res"
+    env = {**os.environ, "OUT": str(out), "LNREPRO_SCALE": "tiny", "LNREPRO_SETS": "1", "LNREPRO_RESULTS_DIR":
+           str(res), "LNREPRO_RUNS": str(tmp_path / "lanes"), "LNREPRO_DATA": str(tiny_root), "LNREPRO_QUIET": "1",
+           "LNREPRO_CHECKPOINT_MINUTES": "0.05"}
+    done = subprocess.run(["bash", str(REPO / "device/run.sh"), "40"], capture_output=True, text=True, env=env,
+                          timeout=400, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    queued = json.loads((out / "queue.json").read_text())
+    assert queued["sets"] and "queue --run exit" in (out / "queue-run.out").read_text()
+    assert (out / "results").is_dir()
+    made = sorted(p.name for p in (out / "results").rglob("seed*.json"))
+    archive = out / "unfinished-runs.tar.gz"
+    if archive.exists():  # the deadline cut a run: it comes back to be resumed
+        names = tarfile.open(archive).getnames()
+        assert any(n.endswith("log.jsonl") for n in names) and any(n.endswith(".pt") for n in names)
+    else:
+        assert len(made) == 3
