@@ -9,7 +9,7 @@ by claims decided per priced hour, and worked down in lanes whose run folders ou
   fastest machine of the kind here (a GPU's where one is present) that priced it; runs another set already
   queued are not paid twice. Sets nobody priced come after the priced ones, fewest runs first. Claims of a task
   whose regime is undecided wait: their runs could go stale when it is decided.
-- `--run` trains the queued runs in that order, one-thread runs side by side on a CPU or a cell's seeds as one
+- `--run` trains the queued runs in that order (runs stopped part-way first), one-thread runs side by side on a CPU or a cell's seeds as one
   group on a GPU, in run folders outside the checkout (`--runs`, default $LNREPRO_RUNS or ~/lnrepro-runs), so a
   fresh clone on the same machine resumes them (`train --resume`); each record is written as its run ends.
 """
@@ -255,7 +255,9 @@ def jobs(sets: list[DecisiveSet], results_dir: Path, runs_dir: Path, data_root: 
         for lane in lanes(planned, "auto", on_gpu):
             out.append(Job(lane_name(lane), lane_steps(lane, results_dir, data_root), lane[0].run_dir / "queue.out",
                            lane[0].run_dir, recipe_updates(lane[0].recipe_name, scale)))
-    return out
+    # runs stopped part-way first: their hours are partly paid, and a fresh machine may not keep them long
+    from repro.train.checkpoint import resumable
+    return sorted(out, key=lambda job: not (job.run_dir and job.run_dir.is_dir() and resumable(job.run_dir)))
 
 
 def watch(sets: list[DecisiveSet], results_dir: Path, runs_dir: Path):

@@ -132,3 +132,15 @@ def test_the_gpu_machines_script_runs_the_queue_and_brings_back_what_it_made(tin
         assert any(n.endswith("log.jsonl") for n in names) and any(n.endswith(".pt") for n in names)
     else:
         assert len(made) == 3
+
+
+def test_runs_stopped_part_way_go_first(tmp_path):
+    a = DecisiveSet("claim", "mt", ["a"], [(RECIPE, 4)])
+    b = DecisiveSet("claim", "mt", ["b"], [("6L-6L-pre_ln", 4)])
+    for s in (a, b):
+        s.new_runs = list(s.runs)
+    partial = tmp_path / "lanes" / "6L-6L-pre_ln-mini-s4"
+    partial.mkdir(parents=True)
+    (partial / "resume_50.pt").write_bytes(b"x")
+    jobs = queue.jobs([a, b], REPO / "results", tmp_path / "lanes", tmp_path / "data", on_gpu=False)
+    assert [j.name for j in jobs] == ["6L-6L-pre_ln-mini-s4", "6L-6L-b2t-mini-s4"]
