@@ -354,16 +354,23 @@ def _missing(names: list[str], records, stale) -> dict:
     return {"verdict": "not run", "evidence": text}
 
 
+def failed_whole(claim: Claim, a: dict, c: dict) -> tuple[str, str] | None:
+    """(verdict, why) of a comparison a cell that failed on most seeds settles (rules v2 and v3 alike): a method
+    that failed never beats one that trained; None where neither did."""
+    if a["failed_whole"]:
+        return "not reproduced", f"{a['name']} failed on most seeds"
+    if c["failed_whole"] and claim.kind != "close" and len(a["values"]) * 2 > a["n"]:
+        return "reproduced", f"{c['name']} failed on most seeds, {a['name']} trained"
+    if c["failed_whole"]:
+        return ("not reproduced" if claim.kind == "close" else "inconclusive"), f"{c['name']} failed on most seeds"
+    return None
+
+
 def _compare_v2(claim: Claim, a: dict, c: dict) -> dict:
     """One comparison of a against c: a verdict with its test, or the reason none could be made."""
     out = {"cells": [a["name"], c["name"]]}
-    if a["failed_whole"]:
-        return {**out, "verdict": "not reproduced", "why": f"{a['name']} failed on most seeds"}
-    if c["failed_whole"] and claim.kind != "close" and len(a["values"]) * 2 > a["n"]:
-        return {**out, "verdict": "reproduced", "why": f"{c['name']} failed on most seeds, {a['name']} trained"}
-    if c["failed_whole"]:
-        return {**out, "verdict": "not reproduced" if claim.kind == "close" else "inconclusive",
-                "why": f"{c['name']} failed on most seeds"}
+    if settled := failed_whole(claim, a, c):
+        return {**out, "verdict": settled[0], "why": settled[1]}
     short = [x["name"] for x in (a, c) if len(x["values"]) < judging.MIN_SEEDS_TEST]
     if short:
         return {**out, "verdict": "inconclusive",

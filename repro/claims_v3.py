@@ -124,15 +124,10 @@ def _plan(n: int) -> int | None:
 def compare(claim, a: dict, c: dict) -> dict:
     """One comparison of a against c: its raw p values and what it says before any adjustment within the claim
     (`settle` turns them into a verdict)."""
-    from repro.claims import paper_effect
+    from repro.claims import failed_whole, paper_effect
     out = {"cells": [a["name"], c["name"]]}
-    if a["failed_whole"]:
-        return {**out, "fixed": "not reproduced", "why": f"{a['name']} failed on most seeds"}
-    if c["failed_whole"] and claim.kind != "close" and len(a["values"]) * 2 > a["n"]:
-        return {**out, "fixed": "reproduced", "why": f"{c['name']} failed on most seeds, {a['name']} trained"}
-    if c["failed_whole"]:
-        return {**out, "fixed": "not reproduced" if claim.kind == "close" else "inconclusive",
-                "why": f"{c['name']} failed on most seeds"}
+    if settled := failed_whole(claim, a, c):
+        return {**out, "fixed": settled[0], "why": settled[1]}
     n = min(len(a["values"]), len(c["values"]))
     look = judging.look_of(n)
     out["look"] = look

@@ -147,29 +147,34 @@ def test_a_file_that_is_no_checkpoint_is_one_line_of_error(tmp_path):
     assert r.exit_code == 2 and f"{bad}: not a readable checkpoint" in r.output and len(r.output.splitlines()) == 1
 
 
-def _rezero_layer(state: dict, cross: bool):
-    """lnrepro's ReZero layer holding the official layer's weights (rztx.py names)."""
-    from repro.model.block import TransformerLayer
-    from repro.model.variants import VARIANTS
+def _copy_torch_layer(layer, state: dict, cross: bool) -> None:
+    """A torch-named layer's attention and FFN weights (nn.MultiheadAttention's fused in_proj, linear1, linear2) into
+    lnrepro's layer: the official ReZero and DyT layers are built of torch's modules."""
     d = state["linear1.weight"].shape[1]
-    layer = TransformerLayer(VARIANTS["rezero"], d, state["linear1.weight"].shape[0], 2, 0.0, 0.0, 0.0,
-                             cross_attention=cross).eval()
+    sub = lambda prefix: {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
     with torch.no_grad():
         layer.self_attn.qkv_proj.weight.copy_(state["self_attn.in_proj_weight"])
         layer.self_attn.qkv_proj.bias.copy_(state["self_attn.in_proj_bias"])
-        layer.self_attn.out_proj.weight.copy_(state["self_attn.out_proj.weight"])
-        layer.self_attn.out_proj.bias.copy_(state["self_attn.out_proj.bias"])
+        layer.self_attn.out_proj.load_state_dict(sub("self_attn.out_proj."))
         if cross:
             w, b = state["multihead_attn.in_proj_weight"], state["multihead_attn.in_proj_bias"]
             layer.cross_attn.q_proj.weight.copy_(w[:d])
             layer.cross_attn.q_proj.bias.copy_(b[:d])
             layer.cross_attn.kv_proj.weight.copy_(w[d:])
             layer.cross_attn.kv_proj.bias.copy_(b[d:])
-            layer.cross_attn.out_proj.weight.copy_(state["multihead_attn.out_proj.weight"])
-            layer.cross_attn.out_proj.bias.copy_(state["multihead_attn.out_proj.bias"])
-        for ours, theirs in ((layer.ffn.fc1, "linear1"), (layer.ffn.fc2, "linear2")):
-            ours.weight.copy_(state[f"{theirs}.weight"])
-            ours.bias.copy_(state[f"{theirs}.bias"])
+            layer.cross_attn.out_proj.load_state_dict(sub("multihead_attn.out_proj."))
+        layer.ffn.fc1.load_state_dict(sub("linear1."))
+        layer.ffn.fc2.load_state_dict(sub("linear2."))
+
+
+def _rezero_layer(state: dict, cross: bool):
+    """lnrepro's ReZero layer holding the official layer's weights (rztx.py names)."""
+    from repro.model.block import TransformerLayer
+    from repro.model.variants import VARIANTS
+    layer = TransformerLayer(VARIANTS["rezero"], state["linear1.weight"].shape[1], state["linear1.weight"].shape[0], 2,
+                             0.0, 0.0, 0.0, cross_attention=cross).eval()
+    _copy_torch_layer(layer, state, cross)
+    with torch.no_grad():
         layer.attn_residual.alpha.copy_(state["resweight"][0])
     return layer
 
@@ -210,21 +215,8 @@ def test_dyt_pre_ln_layers_equal_the_official_conversion():
                                  cross_attention=cross).eval()
         slots = {"norm1": "pre_attn_norm", "norm2": "pre_cross_norm" if cross else "pre_ffn_norm",
                  "norm3": "pre_ffn_norm"}
+        _copy_torch_layer(layer, state, cross)
         with torch.no_grad():
-            layer.self_attn.qkv_proj.weight.copy_(state["self_attn.in_proj_weight"])
-            layer.self_attn.qkv_proj.bias.copy_(state["self_attn.in_proj_bias"])
-            layer.self_attn.out_proj.load_state_dict({k.split(".")[-1]: v for k, v in state.items()
-                                                      if k.startswith("self_attn.out_proj.")})
-            if cross:
-                w, b = state["multihead_attn.in_proj_weight"], state["multihead_attn.in_proj_bias"]
-                layer.cross_attn.q_proj.weight.copy_(w[:d])
-                layer.cross_attn.q_proj.bias.copy_(b[:d])
-                layer.cross_attn.kv_proj.weight.copy_(w[d:])
-                layer.cross_attn.kv_proj.bias.copy_(b[d:])
-                layer.cross_attn.out_proj.load_state_dict({k.split(".")[-1]: v for k, v in state.items()
-                                                           if k.startswith("multihead_attn.out_proj.")})
-            layer.ffn.fc1.load_state_dict({k.split(".")[-1]: v for k, v in state.items() if k.startswith("linear1.")})
-            layer.ffn.fc2.load_state_dict({k.split(".")[-1]: v for k, v in state.items() if k.startswith("linear2.")})
             for theirs, slot in slots.items():
                 if f"{theirs}.alpha" in state:
                     norm = getattr(layer, slot)
