@@ -16,7 +16,6 @@ seed or when the seed ranges of the compared cells overlap. Rules v2 (`judge_v2`
 from __future__ import annotations
 
 import json
-import math
 import statistics
 import textwrap
 from dataclasses import dataclass
@@ -319,11 +318,13 @@ def paper_effect(claim: Claim, a: str, b: str, b_mean: float | None) -> float | 
     return sign * (pa - pb)
 
 
-def _cell_v2(records, name: str, claim: Claim) -> dict | None:
+def _cell_v2(records, name: str, claim: Claim, failed_value=None) -> dict | None:
+    """A cell's scores on the claim's metric, from its completed seeds; a failed seed is a reason and, where
+    `failed_value(record)` gives one (rules v3: its corpus's trivial reference), a score too."""
     recs = records.get(name)
     if not recs:
         return None
-    values, reasons = [], []
+    values, reasons, scored = [], [], 0
     for r in recs:
         m = r.get("metrics") or {}
         v = metric_at(m, claim.metric) if claim.metric else None
@@ -331,12 +332,26 @@ def _cell_v2(records, name: str, claim: Claim) -> dict | None:
             v = metric_at(m, claim.or_metric)
         if r["status"] == "failed":
             reasons.append(f"seed {r['seed']}: {r.get('reason', '')}")
+            floor = failed_value(r) if failed_value else None
+            if floor is not None:
+                values.append(floor)
+                scored += 1
         elif isinstance(v, (int, float)) and not isinstance(v, bool):
             values.append(float(v))
     n, failed = len(recs), len(reasons)
-    return {"name": name, "n": n, "failed": failed, "values": values, "reasons": reasons,
+    return {"name": name, "n": n, "failed": failed, "values": values, "reasons": reasons, "scored_failed": scored,
             "mean": statistics.fmean(values) if values else None,
             "failed_whole": n >= judging.MIN_SEEDS_FAILURE and failed * 2 > n}
+
+
+def similarity_cell(records, name: str) -> dict | None:
+    """Figure 5's cell: each completed seed's mean off-diagonal cosine over both stacks (None: no seed measured)."""
+    values = [statistics.fmean([_mean_offdiag(r["metrics"]["layer_cosine"][s]) for s in ("encoder", "decoder")])
+              for r in records.get(name, []) if r["status"] == "completed" and "layer_cosine" in (r.get("metrics") or {})]
+    if not values:
+        return None
+    return {"name": name, "n": len(values), "failed": 0, "values": values, "reasons": [], "scored_failed": 0,
+            "mean": statistics.fmean(values), "failed_whole": False}
 
 
 def _brief(c: dict) -> str:
@@ -431,15 +446,9 @@ def judge_v2(claim: Claim, records: dict[str, list[dict]], stale: dict | None = 
         return {"verdict": verdict, "evidence": evidence, "test": {"test": "fixed thresholds on one deterministic "
                 f"measurement: Post-LN ratio > {FIG3_VANISH:g}, B2T's < {FIG3_B2T_SHARE:g} of it"}}
     if claim.kind == "figure5":
-        cells = []
-        for name in (claim.a, claim.b):
-            values = [statistics.fmean([_mean_offdiag(r["metrics"]["layer_cosine"][s]) for s in ("encoder", "decoder")])
-                      for r in records.get(name, []) if r["status"] == "completed"
-                      and "layer_cosine" in (r.get("metrics") or {})]
-            if not values:
-                return _missing([name], records, stale)
-            cells.append({"name": name, "n": len(values), "failed": 0, "values": values, "reasons": [],
-                          "mean": statistics.fmean(values), "failed_whole": False})
+        cells = [similarity_cell(records, name) for name in (claim.a, claim.b)]
+        if None in cells:
+            return _missing([n for n, c in zip((claim.a, claim.b), cells) if c is None], records, stale)
         one = _compare_v2(claim, *cells)
         return {"verdict": one["verdict"], "evidence": f"mean cosine {_brief(cells[0])} vs {_brief(cells[1])}; "
                 + one["why"], **({"test": one["test"]} if "test" in one else {})}

@@ -85,27 +85,8 @@ def lean(claim, left: dict[str, list[dict]], names: list[str]) -> str:
 
 def cell(records, name: str, claim, refs_of) -> dict | None:
     """A cell's scores: completed seeds by the claim's metric, failed seeds by their corpus's trivial reference."""
-    recs = records.get(name)
-    if not recs:
-        return None
-    values, reasons, scored = [], [], 0
-    for r in recs:
-        m = r.get("metrics") or {}
-        v = metric_at(m, claim.metric) if claim.metric else None
-        if v is None and claim.or_metric:
-            v = metric_at(m, claim.or_metric)
-        if r["status"] == "failed":
-            reasons.append(f"seed {r['seed']}: {r.get('reason', '')}")
-            floor = failed_score(claim.metric, claim.or_metric, refs_of(r))
-            if floor is not None:
-                values.append(floor)
-                scored += 1
-        elif isinstance(v, (int, float)) and not isinstance(v, bool):
-            values.append(float(v))
-    n, failed = len(recs), len(reasons)
-    return {"name": name, "n": n, "failed": failed, "values": values, "reasons": reasons, "scored_failed": scored,
-            "mean": statistics.fmean(values) if values else None,
-            "failed_whole": n >= judging.MIN_SEEDS_FAILURE and failed * 2 > n}
+    from repro.claims import _cell_v2
+    return _cell_v2(records, name, claim, lambda r: failed_score(claim.metric, claim.or_metric, refs_of(r)))
 
 
 def _brief(c: dict) -> str:
@@ -202,7 +183,7 @@ def _run(claim, a: dict) -> dict:
 def judge_v3(claim, records: dict[str, list[dict]], stale: dict, figures_dir: Path, scale: str, refs_of) -> dict:
     """A claim under rules v3: {"verdict", "evidence", "model_code", and where a test decided, "test" or
     "comparisons" (each with its verdict)}."""
-    from repro.claims import _judge_figure, _mean_offdiag, _missing, claim_cells
+    from repro.claims import _judge_figure, _missing, claim_cells, similarity_cell
     if claim.kind == "figure3":
         verdict, evidence = _judge_figure(claim, figures_dir, scale)
         return {"verdict": verdict, "evidence": evidence, "test": {"test": "fixed thresholds on one deterministic "
@@ -215,15 +196,9 @@ def judge_v3(claim, records: dict[str, list[dict]], stale: dict, figures_dir: Pa
     kept, code, note = one_version(records, names, need)
     left = {n: [r for r in records.get(n, []) if r not in kept.get(n, [])] for n in names}
     if claim.kind == "figure5":
-        cells = []
-        for name in names:
-            values = [statistics.fmean([_mean_offdiag(r["metrics"]["layer_cosine"][s]) for s in ("encoder", "decoder")])
-                      for r in kept.get(name, []) if r["status"] == "completed"
-                      and "layer_cosine" in (r.get("metrics") or {})]
-            if not values:
-                return _missing([name], records, stale)
-            cells.append({"name": name, "n": len(values), "failed": 0, "values": values, "reasons": [],
-                          "scored_failed": 0, "mean": statistics.fmean(values), "failed_whole": False})
+        cells = [similarity_cell(kept, name) for name in names]
+        if None in cells:
+            return _missing([n for n, c in zip(names, cells) if c is None], records, stale)
     else:
         cells = [cell(kept, n, claim, refs_of) for n in names]
     extra = "; ".join(x for x in (note, lean(claim, left, names) if note and claim.kind != "figure5" else "") if x)
