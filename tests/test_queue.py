@@ -70,8 +70,9 @@ def test_queue_cli_text_json_and_bad_input(tmp_path):
 
 
 def test_queue_run_stopped_and_started_again_gives_the_records_of_an_uninterrupted_one(tiny_root, tmp_path):
-    """`queue --run` at tiny, its first set (three runs, two lanes): SIGTERM mid-run, then the same command again on
-    the same run folder (the lanes live outside any checkout) gives records equal to an uninterrupted queue's."""
+    """`queue --run` at tiny, its first set (three runs, two lanes): SIGTERM mid-run, then the same command again
+    from a fresh clone on the same run folder (the lanes live outside any checkout) gives records equal to an
+    uninterrupted queue's."""
     import os
     import signal
     import subprocess
@@ -96,7 +97,10 @@ def test_queue_run_stopped_and_started_again_gives_the_records_of_an_uninterrupt
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=300)
     assert proc.returncode != 0 and "Traceback" not in out, out
-    again = subprocess.run(cmd("cut"), capture_output=True, text=True, env=env, timeout=600)
+    clone = tmp_path / "clone"  # a fresh clone of this commit finds the runs where they are, outside any checkout
+    subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True, timeout=120)
+    again = subprocess.run(cmd("cut"), capture_output=True, text=True, env={**env, "PYTHONPATH": str(clone)},
+                           cwd=clone, timeout=600)
     assert again.returncode == 0, again.stdout + again.stderr
     records = lambda tag: {p.relative_to(tmp_path / f"res-{tag}").as_posix(): json.loads(p.read_text())
                            for p in (tmp_path / f"res-{tag}").rglob("seed*.json")}
