@@ -560,12 +560,14 @@ def render_claims(results_dir: Path, scale: str, fmt: str = "text", rules: str =
                       Text(r["evidence"]))
         console.print(t)
         return None
-    out = [f"The paper's claims at scale '{scale}': {counts}", f"({rules_line(rules)})", ""]
+    width = max(40, min(console.width, 120))  # the terminal's ($COLUMNS), never wider than it
+    fill = lambda text, indent="": textwrap.fill(text, width, initial_indent=indent, subsequent_indent=indent + "  ",
+                                                 break_on_hyphens=False, break_long_words=True)
+    out = [fill(f"The paper's claims at scale '{scale}': {counts}"), fill(f"({rules_line(rules)})"), ""]
     for r in rows:
         where = ", ".join(x for x in (f"look {r['look']}" if "look" in r else "",
                                       f"model code {r['model_code']}" if r.get("model_code") else "") if x)
-        out += [f"[{r['verdict']}] {r['claim']} ({r['source']}{'; ' + where if where else ''})",
-                textwrap.fill(r["evidence"], 116, initial_indent="    ", subsequent_indent="    ",
-                              break_on_hyphens=False)]
+        out += [fill(f"[{r['verdict']}] {r['claim']} ({r['source']}{'; ' + where if where else ''})"),
+                fill(r["evidence"], "    ")]
     return "\n".join(out) + "\n"
 

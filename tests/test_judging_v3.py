@@ -151,3 +151,12 @@ def test_v2_verdicts_stay_computable_and_the_claims_say_what_they_test():
         for j in r.get("comparisons", []):
             assert (j.get("test") or {}).get("seeds_needed") is None or j["test"]["seeds_needed"] <= judging.SEED_CAP
     assert isinstance(Claim, type)
+
+
+def test_claims_text_fits_an_80_column_terminal(monkeypatch):
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-m", "repro.cli", "claims"], capture_output=True, text=True,
+                         env={**__import__("os").environ, "COLUMNS": "80"}, timeout=120).stdout
+    assert out.startswith("The paper's claims") and max(len(line) for line in out.splitlines()) <= 80
+    assert "|---" not in out  # text, not Markdown
