@@ -244,13 +244,30 @@ def load_records(results_dir: Path, scale: str | None = None) -> list[dict]:
     base = root / scale if scale else root
     out = []
     for p in sorted(base.rglob("seed*.json")):
+        if not p.is_file():  # a folder, a FIFO (which a read would wait on forever), a device: never a record
+            raise RecordError(f"{p}: not a regular file, so not a record; remove it")
         try:
             rec = json.loads(p.read_text(encoding="utf-8"))
         except (ValueError, UnicodeDecodeError):
             raise RecordError(f"{p}: not a readable record (garbled JSON); restore it with git or remove it") from None
         check_record(rec, p)
+        check_record_place(rec, p, root)
         out.append(rec)
     return out
+
+
+def check_record_place(rec: dict, path: Path, root: Path) -> None:
+    """A record counts only where its own recipe files it (<scale>/<recipe>/seedN.json, overrides below their own
+    folder), and only for a recipe below recipes/: a copy elsewhere would count as another seed of a cell."""
+    name = rec["recipe_name"]
+    if name.startswith("/") or ".." in Path(name).parts:
+        raise RecordError(f"{path}: recipe_name: {name!r} is not a recipe below recipes/; restore the record with "
+                          f"git or remove it")
+    parts = path.relative_to(root).parts
+    own = parts[1:-1] if parts[1:2] != (OVERRIDES_DIR,) else parts[2:-2]
+    if "/".join(own) != name or parts[0] != rec["scale"]:
+        raise RecordError(f"{path}: a record of {rec['scale']}/{name} filed elsewhere (it would count as another "
+                          f"seed of this folder's cell); move it to its own folder or remove it")
 
 
 # The fields every reader of results/ relies on, and the type each must have (one schema for them all).

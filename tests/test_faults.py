@@ -665,3 +665,28 @@ def test_a_group_never_throws_away_a_run_trained_alone_in_a_members_folder(tiny_
                                 str(tmp_path / "res"), "--resume", *sets])
     one_line_exit_2(group, "holds a run trained alone", "--seed 2")
     assert sorted(p.name for p in alone.iterdir()) == before
+
+
+def test_a_record_counts_only_in_its_own_folder_and_a_fifo_or_folder_is_refused(tmp_path):
+    """A copy of a record in another folder would count as another seed of that folder's cell; a recipe name that
+    climbs out of recipes/ names no recipe; a FIFO named like a record would hang a reader; a folder is none."""
+    from repro.results import RecordError, load_records
+    rec = {"recipe_name": "6L-6L-b2t", "recipe_hash": "h", "scale": "tiny", "seed": 1, "status": "completed",
+           "task": "mt", "metrics": {}}
+    good = tmp_path / "tiny" / "6L-6L-b2t" / "seed1.json"
+    good.parent.mkdir(parents=True)
+    good.write_text(json.dumps(rec))
+    assert len(load_records(tmp_path, "tiny")) == 1
+    copy = tmp_path / "tiny" / "copy-of-b2t" / "seed1.json"
+    copy.parent.mkdir()
+    copy.write_text(json.dumps(rec))
+    with pytest.raises(RecordError, match="filed elsewhere"):
+        load_records(tmp_path, "tiny")
+    copy.unlink()
+    good.write_text(json.dumps({**rec, "recipe_name": "../../etc/passwd"}))
+    with pytest.raises(RecordError, match="not a recipe below recipes/"):
+        load_records(tmp_path, "tiny")
+    good.write_text(json.dumps(rec))
+    os.mkfifo(tmp_path / "tiny" / "6L-6L-b2t" / "seed2.json")
+    with pytest.raises(RecordError, match="not a regular file"):
+        load_records(tmp_path, "tiny")
