@@ -428,20 +428,20 @@ def evaluate(run: Path = typer.Argument(..., help="A run directory written by `l
         os.environ[TRUST] = "1"
     check_folder(results, "--results")
     from repro.eval.evaluate import evaluate_run, load_run
-    from repro.results import write_record
-    try:
-        status, resolved = load_run(run)
-        from repro.results import check_record_slot, record_path
-        check_record_slot(record_path(results, resolved.scale, resolved.name, resolved.recipe.train.seed,
-                                      resolved.overrides, resolved.hash()), resolved.hash(), run, replace_record)
-        metrics = evaluate_run(run, root or default_root())
-    except _known_errors() as e:
-        fail(str(e))
-    if status["status"] != "completed":
-        console.print(f"run {run} has status {status['status']} ({status.get('reason', '')}): nothing to decode")
-    try:
-        path = write_record(results, run_record(run, status, resolved, metrics if status["status"] == "completed" else {}),
-                            Path(run) / "log.jsonl", replace=replace_record)
+    from repro.results import check_record_slot, record_path, write_record
+    from repro.train.lock import run_lock
+    try:  # the run folder locked: no training may replace the run while its record is made
+        with run_lock(Path(run)):
+            status, resolved = load_run(run)  # read once: the record and the evaluation are of one run
+            check_record_slot(record_path(results, resolved.scale, resolved.name, resolved.recipe.train.seed,
+                                          resolved.overrides, resolved.hash()), resolved.hash(), run, replace_record)
+            metrics = evaluate_run(run, root or default_root(), loaded=(status, resolved))
+            if status["status"] != "completed":
+                console.print(f"run {run} has status {status['status']} ({status.get('reason', '')}): nothing to "
+                              f"decode")
+            path = write_record(results, run_record(run, status, resolved,
+                                                    metrics if status["status"] == "completed" else {}),
+                                Path(run) / "log.jsonl", replace=replace_record)
     except _known_errors() as e:
         fail(str(e))
     console.print(f"record {path}")

@@ -690,3 +690,12 @@ def test_a_record_counts_only_in_its_own_folder_and_a_fifo_or_folder_is_refused(
     os.mkfifo(tmp_path / "tiny" / "6L-6L-b2t" / "seed2.json")
     with pytest.raises(RecordError, match="not a regular file"):
         load_records(tmp_path, "tiny")
+
+
+def test_evaluate_waits_for_no_training_it_is_refused_while_one_holds_the_run(tiny_root, tmp_path):
+    from repro.train.lock import run_lock
+    assert runner.invoke(app, train_args(tiny_root, tmp_path)).exit_code == 0
+    with run_lock(tmp_path / "run"):  # a training (say `--overwrite`) holds the folder
+        one_line_exit_2(runner.invoke(app, ["evaluate", str(tmp_path / "run"), "--root", str(tiny_root),
+                                            "--results", str(tmp_path / "results")]), "is in use by another")
+    assert not list((tmp_path / "results").rglob("seed1.json"))[0].read_text().count('"bleu_average"')

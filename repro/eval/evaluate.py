@@ -67,9 +67,10 @@ def decode_split(model, data, sp, recipe, split: str, device) -> list[str]:
     return [hyps[i] for i in range(len(order))]
 
 
-def evaluate_run(run_dir: Path, data_root: Path, write: bool = True) -> dict:
+def evaluate_run(run_dir: Path, data_root: Path, write: bool = True, loaded: tuple | None = None) -> dict:
+    """`loaded`: the (status, recipe) load_run gave the caller, so that the run's status is read once."""
     run_dir = Path(run_dir)
-    status, resolved = load_run(run_dir)
+    status, resolved = loaded or load_run(run_dir)
     if status["status"] != "completed":
         return {"status": status["status"], "reason": status.get("reason", "")}
     r = resolved.recipe
