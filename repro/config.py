@@ -79,8 +79,8 @@ RANGES = {
     "optim.label_smoothing": FRACTION, "optim.gpus_per_update": Range(1, 100000),
     "train.seed": Range(0, 2 ** 32 - 1), "train.log_interval": POSITIVE, "train.validate_interval": POSITIVE,
     "train.save_interval": POSITIVE, "train.keep_last": POSITIVE, "train.divergence_window": POSITIVE,
-    "eval.beam": POSITIVE, "eval.lenpen": Range(), "eval.average_last": POSITIVE, "eval.max_len_a": Range(0),
-    "eval.max_len_b": Range(0), "eval.batch_sentences": POSITIVE, "eval.context_window": POSITIVE,
+    "eval.beam": POSITIVE, "eval.lenpen": Range(), "eval.average_last": POSITIVE, "eval.max_len_a": Range(0, 100),
+    "eval.max_len_b": Range(0, 10 ** 5), "eval.batch_sentences": POSITIVE, "eval.context_window": POSITIVE,
 }
 
 

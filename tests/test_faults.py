@@ -699,3 +699,9 @@ def test_evaluate_waits_for_no_training_it_is_refused_while_one_holds_the_run(ti
         one_line_exit_2(runner.invoke(app, ["evaluate", str(tmp_path / "run"), "--root", str(tiny_root),
                                             "--results", str(tmp_path / "results")]), "is in use by another")
     assert not list((tmp_path / "results").rglob("seed1.json"))[0].read_text().count('"bleu_average"')
+
+
+def test_an_output_length_past_any_sentence_is_refused(tmp_path):
+    for key, value in (("eval.max_len_a", "1.0e+300"), ("eval.max_len_b", "10000000")):
+        one_line_exit_2(runner.invoke(app, ["train", str(REPO / "recipes/6L-6L-b2t.yaml"), "--scale", "tiny",
+                                            "--set", f"{key}={value}", "--print-config"]), key, "must lie in")
