@@ -155,7 +155,7 @@ BAD = [
     ("empty test_splits", "task: mt\ndata: {corpus: c, test_splits: []}\n", [], "data.test_splits", "at least one"),
     ("average_last 0", E % "average_last: 0", [], "eval.average_last", "[1, inf)"),
     ("average_last > keep_last", E % "average_last: 20", [], "eval.average_last", "keep_last"),
-    ("negative max_len_b", E % "max_len_b: -1", [], "eval.max_len_b", "[0, inf)"),
+    ("negative max_len_b", E % "max_len_b: -1", [], "eval.max_len_b", "[0, 100000]"),
     ("--set lr nan", BASE, ["optim.lr=nan"], "optim.lr", "finite"),
     ("--set negative beam", BASE, ["eval.beam=-2"], "eval.beam", "[1, inf)"),
     # the hostile trial's recipes: keys of another task, a scale switching task, no upper bound, paths out of the
