@@ -514,10 +514,22 @@ def changed_verdicts(results_dir: Path, scale: str, old: str = "v1", new: str = 
             for r in evaluate_claims(results_dir, scale, new) if before[r["claim"]]["verdict"] != r["verdict"]]
 
 
-def render_changed(results_dir: Path, scale: str, old: str = "v1", new: str = judging.CURRENT) -> str:
-    """The changed verdicts as a Markdown table."""
+def render_changed(results_dir: Path, scale: str, old: str = "v1", new: str = judging.CURRENT,
+                   fmt: str = "markdown") -> str:
+    """The changed verdicts as a Markdown table (the results page), or as text wrapped to the terminal (`claims
+    --changed`): one block per claim, its two verdicts, then the new evidence."""
     rows = changed_verdicts(results_dir, scale, old, new)
-    lines = [f"**Verdicts at scale '{scale}' that changed from rules {old} to {new}: {len(rows)}**", "",
+    head = f"Verdicts at scale '{scale}' that changed from rules {old} to {new}: {len(rows)}"
+    if fmt == "text":
+        from repro.progress import console
+        width = max(40, min(console.width, 120))
+        fill = lambda text, indent="": textwrap.fill(text, width, initial_indent=indent,
+                                                     subsequent_indent=indent + "  ", break_on_hyphens=False)
+        out = [fill(head), ""]
+        for r in rows:
+            out += [fill(f"{r['claim']}: {r[old]} -> {r[new]}"), fill(r["evidence"], "    ")]
+        return "\n".join(out) + "\n"
+    lines = [f"**{head}**", "",
              f"| claim | {old} | {new} | why ({new}'s evidence) |", "|---|---|---|---|"]
     lines += [f"| {r['claim']} | {r[old]} | {r[new]} | {escape(r['evidence'])} |" for r in rows]
     return "\n".join(lines) + "\n"

@@ -654,7 +654,8 @@ def claims(scale: str = typer.Option("mini", "--scale", help="Whose records to j
     if changed and rules == versions[0]:
         fail(f"--changed --rules {rules}: {rules} is the first version; nothing came before it")
     try:
-        out = (render_changed(results, scale, versions[versions.index(rules) - 1], rules) if changed
+        out = (render_changed(results, scale, versions[versions.index(rules) - 1], rules,
+                              "markdown" if fmt == "markdown" else "text") if changed
                else render_claims(results, scale, fmt, rules))
     except ValueError as e:
         fail(str(e))

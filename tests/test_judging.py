@@ -261,6 +261,9 @@ def test_claims_cli_prints_rules_and_json_has_the_tests(tmp_path):
     assert runner.invoke(app, ["claims", "--results", str(tmp_path), "--rules", "v7"]).exit_code == 2
     changed = runner.invoke(app, ["claims", "--results", str(tmp_path), "--changed"])
     assert changed.exit_code == 0 and "changed from rules v2 to v3" in changed.output
+    assert "|---" not in changed.output  # text in a terminal; --format markdown for the table
+    md = runner.invoke(app, ["claims", "--results", str(tmp_path), "--changed", "--format", "markdown"])
+    assert md.exit_code == 0 and "|---|---|---|---|" in md.output
     older = runner.invoke(app, ["claims", "--results", str(tmp_path), "--changed", "--rules", "v2"])
     assert older.exit_code == 0 and "changed from rules v1 to v2" in older.output
 
