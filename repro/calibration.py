@@ -41,6 +41,10 @@ from repro.files import atomic_write_text
 from repro.results import RecordError, check_record_slot, git_commit, now, read_json, read_jsonl, status_provenance
 
 
+TASKS = ("mt", "gigaword", "wikitext103", "librispeech")
+"""The tasks a regime is calibrated for, by their specs' names (recipes/calibration/v2/TASK.yaml)."""
+
+
 @dataclass(frozen=True)
 class CalibrationSpec:
     path: Path

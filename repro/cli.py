@@ -10,6 +10,7 @@ from typing import List, Optional
 import typer
 
 from repro import __version__
+from repro.calibration import TASKS as CALIBRATION_TASKS
 from repro.config import RecipeError
 from repro.progress import console
 
@@ -840,7 +841,6 @@ def reproduce(table_number: int = typer.Argument(..., metavar="TABLE", help="Tab
         print(out, end="")
 
 
-CALIBRATION_TASKS = ("mt", "gigaword", "wikitext103", "librispeech")
 
 
 @app.command()

@@ -22,7 +22,6 @@ from pathlib import Path
 
 from repro.claims import CLAIMS, claim_cells, evaluate_claims, task_folder
 
-CALIBRATION_TASKS = ("mt", "gigaword", "wikitext103", "librispeech")
 
 
 def default_runs() -> Path:
@@ -53,7 +52,7 @@ def undecided_tasks(results_dir: Path) -> dict[str, dict]:
     from repro import calibration, calibration_v2_1
     from repro.results import recipes_dir
     out = {}
-    for task in CALIBRATION_TASKS:
+    for task in calibration.TASKS:
         spec = calibration.load_spec(recipes_dir() / "calibration" / "v2" / f"{task}.yaml")
         d = calibration_v2_1.decision(spec, Path(results_dir) / spec.scale / "calibration" / "v2" / task, results_dir)
         if not (d.get("choice") or d.get("not_informative")):
@@ -116,9 +115,7 @@ def run_seconds(recipe: str, scale: str, label: str, paces: dict, calibration_ru
     if calibration_run:
         from repro import calibration
         from repro.results import recipes_dir
-        task = "mt" if "/" not in recipe else {"gigaword": "gigaword", "wikitext103": "wikitext103",
-                                                "librispeech": "librispeech"}[recipe.split("/")[0]]
-        spec = calibration.load_spec(recipes_dir() / "calibration" / "v2" / f"{task}.yaml")
+        spec = calibration.load_spec(recipes_dir() / "calibration" / "v2" / f"{task_folder(recipe)}.yaml")
         k = int(calibration_run.rsplit("-x", 1)[1]) if "-x" in calibration_run else 1
         return spec.max_updates * k * pace[0] / pace[1]
     return recipe_updates(recipe, scale) * recipe_batches(recipe, scale) * pace[0] / pace[1]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from repro.calibration import TASKS as CALIBRATION_TASKS
 from repro.files import atomic_write_text
 from repro.markdown import escape
 
@@ -21,7 +22,6 @@ FIGURES = [
      "lnrepro figure 5 --scale {scale}"),
     ("figure6_{scale}.png", "Figure 6: validation NLL of 18L-18L MT, seed 1", "lnrepro figure 6 --scale {scale}"),
 ]
-CALIBRATION_TASKS = ("mt", "gigaword", "wikitext103", "librispeech")
 
 
 def _numbers(row: dict) -> tuple[str, str, str]:
