@@ -44,14 +44,14 @@ class DyT(nn.Module):
         return f"{self.weight.numel()}, alpha={self.alpha.item():.4f}"
 
 
-def make_norm(used: bool, d_model: int, kind: str = "layernorm") -> nn.Module:
+def make_norm(used: bool, d_model: int, kind: str = "layernorm", eps: float = 1e-5) -> nn.Module:
     if not used:
         return nn.Identity()
     if kind == "dyt":
         return DyT(d_model)
     if kind != "layernorm":
         raise ValueError(f"unknown norm {kind!r}")
-    return nn.LayerNorm(d_model)
+    return nn.LayerNorm(d_model, eps=eps)
 
 
 class Residual(nn.Module):

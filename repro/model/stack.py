@@ -62,8 +62,9 @@ class LayerStack(nn.Module):
             for i in range(num_layers))
         self.dlcl = DLCLCombination(num_layers, d_model) if variant.dlcl else None
         use_final = variant.final_norm if final_norm is None else final_norm
-        # ResiDual: the final norm is of the dual stream, added to the Post-LN stream's output
-        self.final_norm = make_norm(use_final, d_model, variant.norm)
+        # ResiDual: the final norm is of the dual stream, added to the Post-LN stream's output; its eps is 1e-7
+        # (microsoft/ResiDual resi_dual/resi_dual.py: LayerNorm(..., eps=1e-7) in ResiDualEncoder and ResiDualDecoder)
+        self.final_norm = make_norm(use_final, d_model, variant.norm, eps=1e-7 if variant.dual_stream else 1e-5)
 
     def extra_repr(self) -> str:
         s = f"{self.num_layers} layers"

@@ -22,7 +22,7 @@ from repro.model.variants import VARIANTS
 @dataclass(frozen=True)
 class Change:
     date: str
-    """The version this change starts (changes of one date land in one commit)."""
+    """The version this change starts: its date, and `.2` for a second commit of changes on one day."""
     commit: str
     """The commit that brought it: how records from before records carried the version are placed."""
     variants: tuple[str, ...]
@@ -42,6 +42,7 @@ CHANGES: tuple[Change, ...] = (
     Change("2026-12-03", "", ("peri_ln",), "Peri-LN's output norm takes the dropped-out output (CogView)"),
     Change("2026-12-03", "", ("residual", "peri_ln", "mix_ln", "dyt_pre"),
            "a language model keeps the final norm its method's own LM has"),
+    Change("2026-12-03.2", "", ("residual",), "ResiDual's dual-stream norm at eps 1e-7 (resi_dual.py)"),
 )
 BEFORE = "before " + CHANGES[0].date
 
