@@ -45,23 +45,29 @@ def _key(v: str) -> str:
 
 
 def one_version(records: dict[str, list[dict]], names: list[str], need: int) -> tuple[dict, str, str]:
-    """The records of `names` at one model-code version: the newest at which every cell has `need` records, with
-    a note of the seeds of other versions left out; else all of them, with a note that they mix. Returns (records,
-    version, note)."""
+    """The records of `names` at one state of the model code: the newest at which every cell has `need` records of
+    the version its variant had then (variants changed apart carry different versions at one state: B2T's and
+    Admin's differ since Admin's profile changed alone), with a note of the seeds of other versions left out; else
+    all of them, with a note that they mix. Returns (records, version, note), the version one date where the
+    cells share it, else each cell's."""
     by = {n: {} for n in names}
     for n in names:
         for r in records.get(n, []):
             by[n].setdefault(model_code.of_record(r), []).append(r)
-    versions = sorted({v for n in names for v in by[n]}, key=_key, reverse=True)
-    for v in versions:
-        if all(len(by[n].get(v, [])) >= need for n in names):
-            kept = {**records, **{n: by[n][v] for n in names}}
-            left = {n: [r for w, rs in by[n].items() if w != v for r in rs] for n in names}
+    variant = {n: next((r.get("variant") for r in records.get(n, []) if r.get("variant")), n.split("-")[-1])
+               for n in names}
+    for epoch in model_code.epochs():
+        want = {n: model_code.at(variant[n], epoch) for n in names}
+        if all(len(by[n].get(want[n], [])) >= need for n in names):
+            kept = {**records, **{n: by[n][want[n]] for n in names}}
+            left = {n: [r for w, rs in by[n].items() if w != want[n] for r in rs] for n in names}
+            v = want[names[0]] if len(set(want.values())) == 1 else ", ".join(f"{n} {want[n]}" for n in names)
             note = ""
             if any(left.values()):
                 counts = ", ".join(f"{n} {len(rs)}" for n, rs in left.items() if rs)
                 note = f"model-code version {v}; seeds of other versions left out ({counts})"
             return kept, v, note
+    versions = sorted({v for n in names for v in by[n]}, key=_key, reverse=True)
     if len(versions) > 1:
         counts = "; ".join(f"{n}: " + ", ".join(f"{v} x{len(rs)}" for v, rs in sorted(by[n].items())) for n in names)
         return records, "mixed", f"mixes model-code versions ({counts}): no version has {need} seeds in every cell"
@@ -181,8 +187,8 @@ def _run(claim, a: dict) -> dict:
 
 
 def judge_v3(claim, records: dict[str, list[dict]], stale: dict, figures_dir: Path, scale: str, refs_of) -> dict:
-    """A claim under rules v3: {"verdict", "evidence", "model_code", and where a test decided, "test" or
-    "comparisons" (each with its verdict)}."""
+    """A claim under rules v3: {"verdict", "evidence", "model_code", "versions" (each cell's, where one state of
+    the code was found), and where a test decided, "test" or "comparisons" (each with its verdict)}."""
     from repro.claims import _judge_figure, _missing, claim_cells, similarity_cell
     if claim.kind == "figure3":
         verdict, evidence = _judge_figure(claim, figures_dir, scale)
@@ -195,6 +201,7 @@ def judge_v3(claim, records: dict[str, list[dict]], stale: dict, figures_dir: Pa
     need = judging.MIN_SEEDS_FAILURE if claim.kind in ("fails", "trains") else LOOKS[0]
     kept, code, note = one_version(records, names, need)
     left = {n: [r for r in records.get(n, []) if r not in kept.get(n, [])] for n in names}
+    versions = {} if code == "mixed" else {n: model_code.of_record(kept[n][0]) for n in names if kept.get(n)}
     if claim.kind == "figure5":
         cells = [similarity_cell(kept, name) for name in names]
         if None in cells:
@@ -204,7 +211,8 @@ def judge_v3(claim, records: dict[str, list[dict]], stale: dict, figures_dir: Pa
     extra = "; ".join(x for x in (note, lean(claim, left, names) if note and claim.kind != "figure5" else "") if x)
     if claim.kind in ("fails", "trains"):
         out = _run(claim, cells[0])
-        return {**out, "evidence": out["evidence"] + (f"; {extra}" if extra else ""), "model_code": code}
+        return {**out, "evidence": out["evidence"] + (f"; {extra}" if extra else ""), "model_code": code,
+                "versions": versions}
     a, others = cells[0], cells[1:]
     raw = [compare(claim, a, c) for c in others]
     tested = [i for i, j in enumerate(raw) if "fixed" not in j]
@@ -228,7 +236,7 @@ def judge_v3(claim, records: dict[str, list[dict]], stale: dict, figures_dir: Pa
         evidence += "; " + extra
     looks = [j.get("look") for j in judged if j.get("look") is not None]
     return {"verdict": verdict, "evidence": evidence, "comparisons": judged, "model_code": code,
-            **({"look": min(looks)} if looks else {})}
+            "versions": versions, **({"look": min(looks)} if looks else {})}
 
 
 def claim_p(row: dict) -> float | None:

@@ -91,9 +91,10 @@ def render_still_to_run(results_dir: Path, scale: str) -> str:
 
 def claim_missing(row: dict, cells: list[str], missing: dict[str, dict]) -> dict[str, dict]:
     """The runs one claim's own verdict still needs, of those its cells lack (`missing`, by recipe: the seeds each
-    cell lacks for every claim that reads it): a claim not yet run its first look's seeds; an inconclusive one the
-    seeds of its next planned look (a failure claim its minimum); a claim decided, or not decidable at this scale,
-    none (rules v3)."""
+    cell lacks for every claim that reads it, at the model-code version runs train today): a claim not yet run its
+    first look's seeds; an inconclusive one the seeds of its next planned look (a failure claim its minimum), or,
+    where it was judged at an older version than today's, the first look's at today's; a claim decided, or not
+    decidable at this scale, none (rules v3)."""
     from repro.judging import LOOKS, MIN_SEEDS_FAILURE
     from repro.tables.runs import claim_power
     if row["verdict"] not in ("inconclusive", "not run"):
@@ -103,10 +104,27 @@ def claim_missing(row: dict, cells: list[str], missing: dict[str, dict]) -> dict
     out = {}
     for cell in cells:
         if cell in missing:
-            seeds = [s for s in missing[cell]["seeds"] if s <= max(least, power.get(cell, 0))]
+            m = missing[cell]
+            today = row.get("model_code") != "mixed" and (row.get("versions") or {}).get(cell, m["version"]) == \
+                m["version"]
+            target = max(least, power.get(cell, 0)) if today else least
+            seeds = m["seeds"][:max(0, target - m["have"])]
             if seeds:
-                out[cell] = {**missing[cell], "seeds": seeds}
+                out[cell] = {**m, "seeds": seeds}
     return out
+
+
+def restart(row: dict, asked: dict[str, dict]) -> str:
+    """Where a claim was judged at an older model-code version than runs train today, its runs start today's
+    version's first look ("" otherwise)."""
+    versions = {cell: v for cell, v in (row.get("versions") or {}).items()
+                if cell in asked and v != asked[cell]["version"]}
+    if not versions:
+        return ""
+    older = sorted(set(versions.values())) if len(set(versions.values())) == 1 else \
+        sorted(f"{v} ({cell})" for cell, v in versions.items())
+    today = sorted({asked[c]["version"] for c in asked})
+    return f"judged at model code {', '.join(older)}; runs today train {', '.join(today)}, whose first look they start"
 
 
 def render_findings(results_dir: Path, scale: str) -> str:
@@ -125,7 +143,8 @@ def render_findings(results_dir: Path, scale: str) -> str:
         for verdict in ORDER:
             for claim in (c for c in claims if rows[c.text]["verdict"] == verdict):
                 row, cells = rows[claim.text], claim_cells(claim)
-                parts = [reason(row), needs(cells, claim_missing(row, cells, missing), results_dir, scale, known)]
+                asked = claim_missing(row, cells, missing)
+                parts = [reason(row), restart(row, asked), needs(cells, asked, results_dir, scale, known)]
                 detail = "; ".join(p for p in parts if p)
                 out.append(f"- {verdict}: {claim.text} ({claim.source})" + (f": {escape(detail)}" if detail else ""))
         out.append("")

@@ -129,6 +129,25 @@ def test_one_model_code_version_per_claim():
     assert version == "mixed" and "mixes model-code versions" in note
 
 
+def test_one_version_of_the_code_for_variants_changed_apart():
+    """Variants changed apart carry different versions at one state of the code: Admin's 2026-11-29 code is the
+    code of the day B2T's q/k/v biases changed (2026-12-03), so those seeds compare; after Admin's own change
+    (2026-12-03.2), its new seeds compare with B2T's 2026-12-03 ones, and its older ones are left out."""
+    from repro.model import version
+    assert version.at("admin", "2026-12-03") == "2026-11-29" and version.at("b2t", "2026-12-03.2") == "2026-12-03"
+    assert version.epochs()[:2] == ["2026-12-03.2", "2026-12-03"] and version.epochs()[-1] == version.BEFORE
+    b2t, admin = "6L-6L-b2t", "6L-6L-admin"
+    admin_recs = lambda vals, v, start=1: [{**r, "variant": "admin"} for r in recs(vals, version=v, start=start)]
+    cells = {b2t: recs([30.0, 30.1, 29.9], version="2026-12-03"),
+             admin: admin_recs([29.0, 29.1, 28.9], "2026-11-29")}
+    kept, v, note = one_version(cells, [b2t, admin], LOOKS[0])
+    assert v == "6L-6L-b2t 2026-12-03, 6L-6L-admin 2026-11-29" and not note and len(kept[admin]) == 3
+    cells[admin] += admin_recs([29.5, 29.6, 29.4], "2026-12-03.2", start=4)
+    kept, v, note = one_version(cells, [b2t, admin], LOOKS[0])
+    assert v == "6L-6L-b2t 2026-12-03, 6L-6L-admin 2026-12-03.2" and [r["seed"] for r in kept[admin]] == [4, 5, 6]
+    assert "seeds of other versions left out (6L-6L-admin 3)" in note
+
+
 def test_adjusted_p_values_across_a_tables_claims_are_shown_beside_the_raw():
     rows = [{"source": "Table 1", "comparisons": [{"test": {"p": p}}]} for p in (0.01, 0.04, 0.03)]
     rows.append({"source": "Table 2", "comparisons": [{"test": {"p": 0.2}}]})

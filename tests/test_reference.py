@@ -90,7 +90,8 @@ def test_torchscale_deepnet_weights_give_its_logits_loss_and_gradients():
 
 # -- the methods' official code on fairseq (make_fixtures.py --resi-dual PATH --b2t PATH) -------------------------
 
-OFFICIAL = [("resi_dual", "residual"), ("b2t_fork", "b2t"), ("b2t_noln_fork", "b2t_noln")]
+OFFICIAL = [("resi_dual", "residual"), ("b2t_fork", "b2t"), ("b2t_noln_fork", "b2t_noln"), ("admin_fork", "admin"),
+            ("dlcl_fork", "dlcl"), ("t_fixup_fork", "t_fixup")]
 
 
 def fairseq09_label_smoothed(logits: torch.Tensor, target: torch.Tensor, eps: float) -> torch.Tensor:
@@ -107,27 +108,58 @@ def official(name: str, variant: str):
     fx = torch.load(FIXTURES / f"{name}.pt", weights_only=True)
     model = build_model(resolve(REPO / f"recipes/6L-6L-{variant}.yaml", "tiny", SMALL).recipe, 50, PAD)
     missing, unexpected = model.load_state_dict(from_fairseq(fx["weights"], variant), strict=False)
-    # every parameter mapped; left are B2T w/o LN's constants, computed from the depth (compared below)
-    assert not unexpected and all(k.endswith(("b2t_alpha", "b2t_beta")) for k in missing), (missing, unexpected)
+    # every parameter mapped; left are constants computed from the depth: B2T w/o LN's (compared below) and DLCL's
+    # lower-triangular mask
+    assert not unexpected and all(k.endswith(("b2t_alpha", "b2t_beta", "dlcl.tril")) for k in missing), (
+        missing, unexpected)
     return fx, model
 
 
 @pytest.mark.parametrize("name,variant", OFFICIAL)
 def test_official_code_on_fairseq_gives_the_same_logits_loss_and_gradients(name, variant):
-    """ResiDual (its fairseq 0.12 plugin), B2T and B2T w/o LN (the authors' fairseq 0.9 fork) on shared weights.
-    Gradients are of the reference's own loss; they run to ~25 here, so their tolerance is relative."""
+    """ResiDual (its fairseq 0.12 plugin), B2T and B2T w/o LN (the authors' fairseq 0.9 fork), Admin (its fairseq
+    0.8 fork, the omegas its profiling pass set), DLCL (its fairseq 0.5 fork, run with torch 1.4) and T-Fixup (its
+    fairseq 0.9 fork, no LN) on shared weights. Gradients are of the reference's own loss; they run to ~25 here, so their tolerance is relative."""
     fx, model = official(name, variant)
     b = fx["batch"]
     model.train()
     logits = model(b["src"], b["prev"])
     used = b["target"].ne(PAD)
     assert (logits - fx["logits"])[used].abs().max() < 1e-5, fx["reference"]
-    if fx["fairseq"].startswith("0.9"):
+    if not fx["fairseq"].startswith("0.12"):
         loss = fairseq09_label_smoothed(logits, b["target"], 0.1)
     else:
         loss, _ = label_smoothed_nll(logits, b["target"], 0.1, PAD)
     assert loss.item() == pytest.approx(fx["loss"].item(), rel=1e-6)
     loss.backward()
+    reference = from_fairseq(fx["grads"], variant)
+    for n, p in model.named_parameters():
+        assert (p.grad - reference[n]).abs().max() < 1e-5 * max(1.0, reference[n].abs().max().item()), n
+
+
+LMS = [("fairseq_lm_post_ln", "post_ln"), ("fairseq_lm_pre_ln", "pre_ln"), ("b2t_fork_lm", "b2t")]
+
+
+@pytest.mark.parametrize("name,variant", LMS)
+def test_language_model_equals_fairseqs_transformer_lm(name, variant):
+    """The language-model path: fairseq 0.12.2's transformer_lm_wiki103 (Post-LN, and Pre-LN without a final
+    norm, as that architecture has it) and the authors' fork's (B2T, the paper's LM), adaptive input and softmax
+    tied, on shared weights: the full log-distribution at every position (1e-5), and the gradient of the summed
+    NLL fairseq's adaptive_loss trains with, for every parameter (relative, as above)."""
+    fx = torch.load(FIXTURES / f"{name}.pt", weights_only=True)
+    sizes = ["model.decoder_layers=2", "model.d_model=16", "model.ffn_dim=32", "model.heads=2", "model.dropout=0.0",
+             "model.attention_dropout=0.0", "model.activation_dropout=0.0", "model.adaptive_softmax_dropout=0.0",
+             f"model.adaptive_cutoffs={fx['cutoffs']}", f"model.adaptive_factor={fx['factor']}"]
+    model = build_model(resolve(REPO / f"recipes/wikitext103/6L-{variant}.yaml", "tiny", sizes).recipe, 50, PAD)
+    missing, unexpected = model.load_state_dict(from_fairseq(fx["weights"], variant), strict=False)
+    assert not unexpected and missing and all(k.startswith("softmax.inp.") for k in missing)  # the tied input
+    model.train()
+    tokens = fx["tokens"]
+    lp = model.softmax.log_probs(model.hidden(tokens[:, :-1]))
+    assert (lp - fx["log_probs"]).abs().max() < 1e-5, fx["reference"]
+    nll = -model.target_log_probs(tokens[:, :-1], tokens[:, 1:]).sum()
+    assert nll.item() == pytest.approx(fx["nll"].item(), rel=1e-6)
+    nll.backward()
     reference = from_fairseq(fx["grads"], variant)
     for n, p in model.named_parameters():
         assert (p.grad - reference[n]).abs().max() < 1e-5 * max(1.0, reference[n].abs().max().item()), n
@@ -146,6 +178,28 @@ def test_b2t_without_ln_has_the_forks_constants():
 def test_residual_dual_stream_norm_has_the_official_eps():
     fx, model = official("resi_dual", "residual")
     assert model.encoder.final_norm.eps == model.decoder.final_norm.eps == fx["final_norm_eps"] == 1e-7
+
+
+def test_admin_profiling_gives_the_official_omegas():
+    """Transformer-Clinic's `--init-type adaptive-profiling` pass on the same weights and batch: each omega is the
+    running sqrt(Var(x * omega) + Var(F(x))) of the sublayers below it, over every place of the batch. The
+    encoder's agree to rounding. The decoder's agree within 0.5%: fairseq's decoder also hides padded keys from
+    the padded places themselves, which lnrepro's (causal only) does not, and the profile reads those places
+    (docs/fidelity.md)."""
+    from repro.model.init import admin_profile
+    fx = torch.load(FIXTURES / "admin_fork.pt", weights_only=True)
+    model = build_model(resolve(REPO / "recipes/6L-6L-admin.yaml", "tiny", SMALL).recipe, 50, PAD)
+    model.load_state_dict(from_fairseq(fx["before_profiling"], "admin"))
+    b = fx["batch"]
+    admin_profile(model, lambda: model(b["src"], b["prev"]))
+    official = from_fairseq(fx["weights"], "admin")
+    omegas = {n: p for n, p in model.named_parameters() if n.endswith("omega")}
+    assert len(omegas) == 10 == len(fx["profile_file"].split("\n")) - 1
+    for n, omega in omegas.items():
+        assert torch.equal(omega, omega[0].expand_as(omega)) and torch.equal(official[n], official[n][0].expand_as(omega))
+        tolerance = 1e-6 if n.startswith("encoder") else 5e-3
+        assert omega[0].item() == pytest.approx(official[n][0].item(), rel=tolerance), n
+    assert any(o[0].item() > 2 for o in omegas.values())  # the profile moved them off 1
 
 
 def _spread_ratios(variant: str, fx: dict) -> dict[str, tuple[float, float]]:
@@ -169,15 +223,25 @@ def _spread_ratios(variant: str, fx: dict) -> dict[str, tuple[float, float]]:
     return out
 
 
-def test_b2t_2023_initialisation_matches_the_forks():
-    """The fork at c8e2ad4 rescales every weight of a B2T layer by N^-0.5 (rescaling_init, commit 4d80167):
-    lnrepro's b2t_2023 has the same spread in every tensor (4+4 layers, d 32: a spread is measured within a few
-    per cent). The 2022 paper's B2T, not rescaled, is twice as wide in the layers and is told apart."""
-    fx = torch.load(FIXTURES / "b2t_fork_init.pt", weights_only=True)
-    ratios = _spread_ratios("b2t_2023", fx)
+INITS = [("b2t_fork_init", "b2t_2023"), ("t_fixup_fork_init", "t_fixup"), ("admin_fork_init", "admin"),
+         ("dlcl_fork_init", "dlcl")]
+
+
+@pytest.mark.parametrize("name,variant", INITS)
+def test_initialisation_matches_the_official_code(name, variant):
+    """Every initial tensor has the spread (or the constant) the official code gives it (4+4 layers, d 32: a
+    spread is measured within a few per cent): the authors' fork's 2023 B2T rescaling by N^-0.5 (rescaling_init,
+    commit 4d80167), T-Fixup's scales of fixup_initialization and its embedding, Admin's and DLCL's older fairseq
+    (xavier FFN, zero q/k/v biases, DLCL's averaging weights)."""
+    fx = torch.load(FIXTURES / f"{name}.pt", weights_only=True)
+    ratios = _spread_ratios(variant, fx)
     off = {n: r for n, (r, band) in ratios.items() if not 1 - band < r < 1 + band}
     assert not off, off
-    paper = _spread_ratios("b2t", fx)
+
+
+def test_the_2022_b2t_initialisation_is_told_apart_from_the_2023_one():
+    """The comparison above can fail: the paper's B2T, not rescaled, is twice as wide in every layer weight."""
+    paper = _spread_ratios("b2t", torch.load(FIXTURES / "b2t_fork_init.pt", weights_only=True))
     widened = [r for n, (r, _) in paper.items() if ".layers." in n and n.endswith("weight") and "norm" not in n]
     assert widened and all(1.7 < r < 2.3 for r in widened), widened
 
@@ -332,6 +396,105 @@ def test_dyt_pre_ln_layers_equal_the_official_conversion():
         norm = getattr(layer, slots["norm1"])
         assert torch.allclose(norm.alpha.grad, grads["norm1.alpha"][0], atol=1e-4)
         assert torch.allclose(norm.weight.grad, grads["norm1.weight"], atol=1e-5)
+
+
+def _x_transformers_state(state: dict, cross: bool) -> dict[str, torch.Tensor]:
+    """x-transformers' AttentionLayers (sandwich_norm) under lnrepro's LayerStack names. Its sublayers are numbered
+    in order (a, f per encoder layer; a, c, f per decoder layer), each with [pre-branch norm, post-branch norm];
+    its norms have no bias and its attention projections none, so lnrepro's are zero."""
+    kinds = ("attn", "cross", "ffn") if cross else ("attn", "ffn")
+    out = {"final_norm.weight": state["final_norm.gamma"], "final_norm.bias": torch.zeros(D_XT)}
+    for j in range(len(kinds) * 2):
+        layer, kind = j // len(kinds), kinds[j % len(kinds)]
+        pre, post = f"layers.{j}.0.0.gamma", f"layers.{j}.0.1.gamma"
+        here = f"layers.{layer}"
+        out[f"{here}.pre_{kind}_norm.weight"], out[f"{here}.{kind}_out_norm.weight"] = state[pre], state[post]
+        out[f"{here}.pre_{kind}_norm.bias"] = out[f"{here}.{kind}_out_norm.bias"] = torch.zeros(D_XT)
+        block = f"layers.{j}.1"
+        if kind == "ffn":
+            for ours, theirs in (("fc1", "ff.0.0"), ("fc2", "ff.2")):
+                for part in ("weight", "bias"):
+                    out[f"{here}.ffn.{ours}.{part}"] = state[f"{block}.{theirs}.{part}"]
+            continue
+        q, k, v = (state[f"{block}.to_{p}.weight"] for p in "qkv")
+        name = "self_attn" if kind == "attn" else "cross_attn"
+        if kind == "attn":
+            out[f"{here}.{name}.qkv_proj.weight"] = torch.cat([q, k, v])
+            out[f"{here}.{name}.qkv_proj.bias"] = torch.zeros(3 * D_XT)
+        else:
+            out[f"{here}.{name}.q_proj.weight"], out[f"{here}.{name}.q_proj.bias"] = q, torch.zeros(D_XT)
+            out[f"{here}.{name}.kv_proj.weight"] = torch.cat([k, v])
+            out[f"{here}.{name}.kv_proj.bias"] = torch.zeros(2 * D_XT)
+        out[f"{here}.{name}.out_proj.weight"] = state[f"{block}.to_out.weight"]
+        out[f"{here}.{name}.out_proj.bias"] = torch.zeros(D_XT)
+    return out
+
+
+D_XT = 16
+
+
+def test_peri_ln_stacks_equal_x_transformers_sandwich_norm():
+    """Peri-LN against x-transformers' Encoder and Decoder with `sandwich_norm` on shared weights (2 layers each,
+    a padded source, the causal decoder reading it): outputs (1e-5) and the gradient of every weight x-transformers
+    has (1e-4), the norms' gains and the FFN biases included, and the final norm."""
+    from repro.model.stack import LayerStack
+    from repro.model.variants import VARIANTS
+    fx = torch.load(FIXTURES / "peri_ln_xtransformers.pt", weights_only=True)
+    v = VARIANTS["peri_ln"]
+    enc = LayerStack(v, 2, D_XT, 32, 2, 0.0, 0.0, 0.0, cross_attention=False).train()
+    dec = LayerStack(v, 2, D_XT, 32, 2, 0.0, 0.0, 0.0, cross_attention=True).train()
+    enc.load_state_dict(_x_transformers_state(fx["encoder"], cross=False))
+    dec.load_state_dict(_x_transformers_state(fx["decoder"], cross=True))
+    keep = fx["src_keep"]
+    enc_out = enc(fx["src"], self_mask=keep.unsqueeze(1))
+    assert (enc_out - fx["encoder_out"])[keep].abs().max() < 1e-5
+    dec_out = dec(fx["tgt"], causal=True, memory=enc_out.detach(), memory_mask=keep.unsqueeze(1))
+    assert (dec_out - fx["decoder_out"]).abs().max() < 1e-5
+    weight_e, weight_d = fx["loss_weights"]
+    ((enc_out * weight_e)[keep].sum() + (dec_out * weight_d).sum()).backward()
+    for stack, grads, cross in ((enc, fx["encoder_grads"], False), (dec, fx["decoder_grads"], True)):
+        mine = dict(stack.named_parameters())
+        for n, g in _x_transformers_state(grads, cross).items():
+            if n.endswith("bias") and ".ffn.fc" not in n:
+                continue  # a parameter x-transformers does not have (its norms and attention have no bias)
+            assert (mine[n].grad - g).abs().max() < 1e-4, n
+
+
+def test_mix_ln_stack_equals_the_official_wiring():
+    """Mix-LN's official LlamaModel (NORM_TYPE=post_pre, 8 layers) run through its own forward, its sublayers and
+    norms swapped for torch's causal attention, a ReLU FFN and LayerNorms: which layers are Post-LN (the lowest
+    POST_NUM = floor(0.25 * 8) = 2), where each norm sits, and the final norm, against lnrepro's mix_ln stack on
+    the same weights: outputs (1e-5) and every gradient (1e-4)."""
+    from repro.model.stack import LayerStack
+    from repro.model.variants import VARIANTS, mix_ln_post_layers
+    fx = torch.load(FIXTURES / "mix_ln_official.pt", weights_only=True)
+    v = VARIANTS["mix_ln"]
+    assert mix_ln_post_layers(v.post_ln_fraction, fx["layers"]) == fx["post_num"]
+    stack = LayerStack(v, fx["layers"], 16, 32, 2, 0.0, 0.0, 0.0, cross_attention=False).train()
+
+    def ours(state: dict) -> dict[str, torch.Tensor]:
+        out = {f"final_norm.{k}": state[f"norm.{k}"] for k in ("weight", "bias")}
+        for i in range(fx["layers"]):
+            post = i < fx["post_num"]
+            assert fx["norms"][i] == (["post_attention_layernorm", "post_feedforward_layernorm"] if post
+                                      else ["input_layernorm", "post_attention_layernorm"])
+            slots = ({"post_attention_layernorm": "post_attn_norm", "post_feedforward_layernorm": "post_ffn_norm"}
+                     if post else {"input_layernorm": "pre_attn_norm", "post_attention_layernorm": "pre_ffn_norm"})
+            for k in ("weight", "bias"):
+                for theirs, slot in slots.items():
+                    out[f"layers.{i}.{slot}.{k}"] = state[f"layers.{i}.{theirs}.{k}"]
+                out[f"layers.{i}.self_attn.qkv_proj.{k}"] = state[f"layers.{i}.self_attn.mha.in_proj_{k}"]
+                out[f"layers.{i}.self_attn.out_proj.{k}"] = state[f"layers.{i}.self_attn.mha.out_proj.{k}"]
+                out[f"layers.{i}.ffn.fc1.{k}"] = state[f"layers.{i}.mlp.0.{k}"]
+                out[f"layers.{i}.ffn.fc2.{k}"] = state[f"layers.{i}.mlp.2.{k}"]
+        return out
+
+    stack.load_state_dict(ours(fx["weights"]))
+    y = stack(fx["x"], causal=True)
+    assert (y - fx["out"]).abs().max() < 1e-5
+    (y * fx["loss_weight"]).sum().backward()
+    for n, g in ours(fx["grads"]).items():
+        assert (dict(stack.named_parameters())[n].grad - g).abs().max() < 1e-4, n
 
 
 def test_score_fairseq_names_a_missing_file_before_any_download(tmp_path):

@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from repro.cli import app
+from repro.model import version as model_code
 from repro.results import current_hash, write_record
 from repro.tables.render import FORMATS, render_table
 from repro.tables.runs import missing_runs, render_missing, render_runs
@@ -107,9 +108,10 @@ def test_japanese_version_table1(tmp_path):
 
 def record(name: str, seed: int, status: str = "completed", metrics: dict | None = None, scale: str = "mini",
            **extra) -> dict:
-    """A record of the current recipe `name` (its hash as the recipe resolves now) with fixed provenance."""
+    """A record of the current recipe `name` (its hash as the recipe resolves now, its variant's model code as it
+    trains today) with fixed provenance."""
     variant = name.split("-")[-1]
-    return {"commit": "fixture", "hardware": {"device": "cpu", "gpus": 0}, "started": "2026-01-01T00:00:00+00:00",
+    return {"commit": "fixture", "model_code": model_code.current(variant), "hardware": {"device": "cpu", "gpus": 0}, "started": "2026-01-01T00:00:00+00:00",
             "duration_s": 3600.0, "updates": 100, "task": "mt", "reason": "", "overrides": [],
             "recipe_hash": current_hash(name, scale), "scale": scale, "run_dir": "runs/x", "run_id": f"{name}-{seed}",
             "recipe": f"recipes/{name}.yaml", "recipe_name": name, "variant": variant, "seed": seed,
@@ -295,10 +297,42 @@ def test_runs_missing_lists_each_cell_short_of_its_seeds_once(tmp_path):
     assert rows[(9, "6L-6L-b2t_noln")] == ([1, 2, 3, 4, 5], 5)  # Table 9's claim
     assert [t for t, name in rows if name == "6L-6L-b2t"] == [1]  # listed under its first table only
     text = render_missing(tmp_path, "mini", "markdown")
-    assert "- Table 1, 6L-6L B2T connection: seeds 3, 4, 5 of 5 (`lnrepro reproduce 1 --scale mini --seeds 5 " \
+    assert f"- Table 1, 6L-6L B2T connection: seeds 3, 4, 5 of 5 at model code {model_code.current('b2t')} " \
+           "(`lnrepro reproduce 1 --scale mini --seeds 5 " \
            "--cells 6L-6L:b2t`)" in text.splitlines()
     result = runner.invoke(app, ["runs", "--missing", "--format", "json", "--results", str(tmp_path)])
     assert result.exit_code == 0 and len(json.loads(result.output)["rows"]) == len(rows)
+
+
+def test_runs_missing_counts_seeds_at_todays_model_code_and_asks_new_ones(tmp_path):
+    """A cell's records of an older model-code version keep their seeds and their place, but a comparison takes
+    one version: the seeds still to run are counted at today's, and numbered past every record the cell holds. A
+    claim judged at the older version asks today's version for its first look; one at today's, for its next."""
+    from repro.claims import evaluate_claims
+    from repro.findings import claim_missing
+    for seed, (post, pre) in enumerate(((20.2, 20.0), (20.5, 20.3), (20.4, 20.3)), 1):
+        for name, v in (("6L-6L-post_ln", post), ("6L-6L-pre_ln", pre)):
+            write_record(tmp_path, {**record(name, seed, metrics={"bleu_average": v}, encoder_layers=6,
+                                             decoder_layers=6), "model_code": "2026-11-29"})
+    rows = {r["recipe"]: r for r in missing_runs(tmp_path, "mini")}
+    post = rows["6L-6L-post_ln"]
+    assert (post["have"], post["older"], post["version"]) == (0, 3, model_code.current("post_ln"))
+    assert post["seeds"] == [4, 5, 6, 7, 8] and post["command"].startswith("lnrepro reproduce 1 --scale mini --seeds 8")
+    assert f"seeds 4-8 of 5 at model code {post['version']} (3 records of older versions kept)" in render_missing(
+        tmp_path, "mini", "markdown")
+    claim = next(r for r in evaluate_claims(tmp_path, "mini") if r["claim"].startswith("6L-6L MT: Post-LN > Pre-LN"))
+    assert claim["verdict"] == "inconclusive"
+    assert claim["versions"] == {"6L-6L-post_ln": "2026-11-29", "6L-6L-pre_ln": "2026-11-29"}
+    asked = claim_missing(claim, ["6L-6L-post_ln", "6L-6L-pre_ln"], rows)
+    assert {n: r["seeds"] for n, r in asked.items()} == {"6L-6L-post_ln": [4, 5, 6], "6L-6L-pre_ln": [4, 5, 6]}
+    from repro.findings import render_findings
+    line = next(x for x in render_findings(tmp_path, "mini").splitlines() if "6L-6L MT: Post-LN > Pre-LN" in x)
+    assert (f"judged at model code 2026-11-29; runs today train "
+            f"{post['version']}, whose first look they start; still to run: 6 runs") in line
+    today = {**claim, "verdict": "inconclusive", "versions": {n: model_code.current("post_ln") for n in asked},
+             "comparisons": [{"cells": list(asked), "test": {"seeds_needed": 5}}]}
+    assert {n: r["seeds"] for n, r in claim_missing(today, list(asked), rows).items()} == {
+        "6L-6L-post_ln": [4, 5, 6, 7, 8], "6L-6L-pre_ln": [4, 5, 6, 7, 8]}
 
 
 def test_runs_missing_asks_an_inconclusive_comparison_for_its_next_look(tmp_path):

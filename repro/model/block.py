@@ -79,10 +79,12 @@ class Residual(nn.Module):
         if self.kind == "rezero":
             return x + self.alpha * fx
         if self.admin_profile is not None:
-            # Liu et al. 2020: omega_i is the output scale accumulated by all earlier sublayers of this stack.
+            # Liu et al. 2020: omega_i is the output scale accumulated by all earlier sublayers of this stack; the
+            # variances over every element, padded places included, as np.var (Transformer-Clinic transformer_layer.py)
             with torch.no_grad():
                 self.omega.fill_(self.admin_profile["r"])
-                self.admin_profile["r"] = math.sqrt((x * self.omega).var().item() + fx.var().item())
+                self.admin_profile["r"] = math.sqrt((x * self.omega).var(unbiased=False).item()
+                                                    + fx.var(unbiased=False).item())
         return x * self.omega + fx
 
     def extra_repr(self) -> str:

@@ -36,13 +36,18 @@ class PositionalInput(nn.Module):
 
     The first position is `first` (fairseq: the padding index + 1, so 2: `make_positions` in fairseq/utils.py counts
     from padding_idx + 1, and SinusoidalPositionalEmbedding looks those rows up; tests/test_reference.py runs it).
-    Sequences are right-padded, so a row's tokens take positions first, first + 1, ... as fairseq gives them."""
+    Sequences are right-padded, so a row's tokens take positions first, first + 1, ... as fairseq gives them. A padded
+    place (`keep` False) gets no position, as fairseq's `make_positions` gives it the padding row (zeros): its input
+    is the padding embedding, zero for text. Nothing attends to it, but statistics over whole batches see it (Admin's
+    profiling pass, Transformer-Clinic's np.var over every position)."""
 
     def __init__(self, d_model: int, dropout: float, first: int = 0):
         super().__init__()
         self.d_model, self.scale, self.first = d_model, math.sqrt(d_model), first
         self.dropout = Dropout(dropout)
 
-    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, offset: int = 0, keep: torch.Tensor | None = None) -> torch.Tensor:
         pos = sinusoidal_positions(x.size(1), self.d_model, self.first + offset, device=x.device).to(x.dtype)
+        if keep is not None:
+            pos = pos * keep.unsqueeze(-1).to(x.dtype)
         return self.dropout(self.scale * x + pos)

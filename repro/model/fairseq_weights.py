@@ -1,8 +1,15 @@
-"""fairseq Transformer parameters under lnrepro's names (fairseq 0.9 to 0.12, the authors' fork included).
+"""fairseq Transformer parameters under lnrepro's names (fairseq 0.8 to 0.12, the authors' fork and Admin's included).
 
-fairseq keeps the query, key and value projections apart (`self_attn.q_proj`, `k_proj`, `v_proj`; the decoder's
-`encoder_attn`), lnrepro fuses them (`self_attn.qkv_proj`, `cross_attn.q_proj` and `kv_proj`), so those are
-concatenated in that order. A layer's two (decoder: three) layer norms are `self_attn_layer_norm`,
+fairseq 0.9 on keeps the query, key and value projections apart (`self_attn.q_proj`, `k_proj`, `v_proj`; the
+decoder's `encoder_attn`), lnrepro fuses them (`self_attn.qkv_proj`, `cross_attn.q_proj` and `kv_proj`), so those
+are concatenated in that order; fairseq 0.5-0.8 fuse them too (`in_proj_weight`, rows q, k, v), and fairseq 0.5
+numbers a layer's norms (`layer_norms.0`, `.1`, the decoder's `.2`, in the order of its sublayers). Admin's
+per-sublayer omegas (Transformer-Clinic: `attention_ratio_change`, `fc_ratio_change`; the decoder's
+`self_ratio_change`, `encoder_ratio_change`) are lnrepro's `*_residual.omega`; DLCL's `history` (wangqiangneu/dlcl:
+its weight matrix, L+1 x L+1 x 1, and the norms of the stored layers) is lnrepro's `dlcl`. A language model
+(`transformer_lm`, adaptive input and softmax tied) maps onto lnrepro's LanguageModel: each band's embedding and
+projection (`decoder.embed_tokens.embeddings.<i>.0`, `.1`) and the softmax's cluster logits (`head.class_proj`);
+the softmax's other entries are the tied input matrices again. A layer's two (decoder: three) layer norms are `self_attn_layer_norm`,
 `encoder_attn_layer_norm` and `final_layer_norm` in every placement; which of lnrepro's norm slots they fill depends on
 the variant: before the sublayer (Pre-LN) or after the sum (Post-LN, and B2T, whose connection adds no parameter).
 The shared embedding (`share_all_embeddings`) is one matrix; a stack's last norm (Pre-LN) is `encoder.layer_norm`.
@@ -20,6 +27,7 @@ from repro.model.variants import get_variant
 # not parameters: version stamps, the positions' placeholder, and fairseq 0.12's copies of an encoder layer's
 # weights for its fused inference path (`in_proj_weight`, `fc1_weight`, ...: the same values as the layer's own)
 _SKIP = re.compile(r"(^|\.)(version|_float_tensor)$|embed_positions|\.layers\.\d+\.(in_proj|out_proj|fc1|fc2)_(weight|bias)$")
+_OMEGA = {"attention": "attn", "self": "attn", "encoder": "cross", "fc": "ffn"}
 _EMBEDDINGS = ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "decoder.output_projection.weight")
 
 
@@ -31,13 +39,50 @@ def from_fairseq(state: dict[str, torch.Tensor], variant: str) -> dict[str, torc
     norms = {"self_attn_layer_norm": f"{slot}_attn_norm", "encoder_attn_layer_norm": f"{slot}_cross_norm",
              "final_layer_norm": f"{slot}_ffn_norm"}
     out, used = {}, set()
-    embedding = next((state[k] for k in _EMBEDDINGS if k in state), None)
-    if embedding is None:
-        raise ValueError(f"no token embedding among {', '.join(_EMBEDDINGS)}")
-    out["embed_tokens.weight"] = embedding
-    used.update(k for k in _EMBEDDINGS if k in state)
+    adaptive = any(k.startswith("decoder.embed_tokens.embeddings.") for k in state)
+    if not adaptive:
+        embedding = next((state[k] for k in _EMBEDDINGS if k in state), None)
+        if embedding is None:
+            raise ValueError(f"no token embedding among {', '.join(_EMBEDDINGS)}")
+        out["embed_tokens.weight"] = embedding
+        used.update(k for k in _EMBEDDINGS if k in state)
     for key, t in state.items():
         if key in used or _SKIP.search(key):
+            continue
+        m = re.fullmatch(r"decoder\.embed_tokens\.embeddings\.(\d+)\.([01])\.weight", key)
+        if m:  # a band of the adaptive input: its embedding, its projection to d
+            out[f"embed_tokens.{'embeddings' if m[2] == '0' else 'projections'}.{m[1]}.weight"] = t
+            continue
+        if key.startswith("decoder.adaptive_softmax."):
+            if key == "decoder.adaptive_softmax.head.class_proj.weight":
+                out["softmax.cluster_logits.weight"] = t
+            elif not re.fullmatch(r"decoder\.adaptive_softmax\.(head\.word_proj|tail\.\d+\.[02])\.weight", key):
+                raise ValueError(f"fairseq parameter {key!r}: an adaptive softmax lnrepro does not map (untied?)")
+            continue  # the tied input matrices, mapped above
+        m = re.fullmatch(r"(encoder|decoder)\.layers\.(\d+)\.(self_attn|encoder_attn)\.in_proj_(weight|bias)", key)
+        if m:  # fairseq 0.8's fused projection
+            prefix = f"{m[1]}.layers.{m[2]}"
+            if m[3] == "self_attn":
+                out[f"{prefix}.self_attn.qkv_proj.{m[4]}"] = t
+            else:
+                d = t.shape[0] // 3
+                out[f"{prefix}.cross_attn.q_proj.{m[4]}"] = t[:d]
+                out[f"{prefix}.cross_attn.kv_proj.{m[4]}"] = t[d:]
+            continue
+        m = re.fullmatch(r"(encoder|decoder)\.history\.(weight|layer_norms\.\d+\.weight|layer_norms\.\d+\.bias)", key)
+        if m:  # DLCL's combination
+            out[f"{m[1]}.dlcl.{'weights' if m[2] == 'weight' else m[2].replace('layer_norms', 'norms')}"] = (
+                t.squeeze(-1) if m[2] == "weight" else t)
+            continue
+        m = re.fullmatch(r"(encoder|decoder)\.layers\.(\d+)\.layer_norms\.(\d)\.(weight|bias)", key)
+        if m:  # fairseq 0.5's numbered norms, in sublayer order
+            order = ["self_attn_layer_norm", "final_layer_norm"] if m[1] == "encoder" else \
+                ["self_attn_layer_norm", "encoder_attn_layer_norm", "final_layer_norm"]
+            out[f"{m[1]}.layers.{m[2]}.{norms[order[int(m[3])]]}.{m[4]}"] = t
+            continue
+        m = re.fullmatch(r"(encoder|decoder)\.layers\.(\d+)\.(attention|self|encoder|fc)_ratio_change", key)
+        if m:  # Admin's omega
+            out[f"{m[1]}.layers.{m[2]}.{_OMEGA[m[3]]}_residual.omega"] = t
             continue
         m = re.fullmatch(r"(encoder|decoder)\.layers\.(\d+)\.(.+)\.(weight|bias)", key)
         if m is None:
@@ -52,6 +97,8 @@ def from_fairseq(state: dict[str, torch.Tensor], variant: str) -> dict[str, torc
                     "encoder_attn.v_proj"):
             continue  # concatenated below, from the query's entry
         if part in norms:
+            if not (v.pre_norm or v.post_norm):
+                continue  # never applied: T-Fixup's fork builds its decoder's encoder_attn_layer_norm regardless
             out[f"{prefix}.{norms[part]}.{kind}"] = t
         elif part in ("fc1", "fc2"):
             out[f"{prefix}.ffn.{part}.{kind}"] = t

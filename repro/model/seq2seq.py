@@ -51,7 +51,7 @@ class EncoderDecoder(nn.Module):
             x, out_lengths = self.front_end(src, src_lengths)
             keep = torch.arange(x.size(1), device=x.device).unsqueeze(0) < out_lengths.unsqueeze(1)
         mask = keep.unsqueeze(1)
-        x = self.encoder_input(x)
+        x = self.encoder_input(x, keep=keep)
         out = self.encoder(x, self_mask=mask, layer_outputs=layer_outputs)
         return out, mask
 
@@ -66,7 +66,7 @@ class EncoderDecoder(nn.Module):
             offset = cache[0].get("steps", 0)
             for c in cache:
                 c["steps"] = offset + prev_tokens.size(1)
-        x = self.decoder_input(self.embed_tokens(prev_tokens), offset=offset)
+        x = self.decoder_input(self.embed_tokens(prev_tokens), offset=offset, keep=prev_tokens.ne(self.pad_idx))
         x = self.decoder(x, causal=cache is None, memory=memory, memory_mask=memory_mask, cache=cache,
                          layer_outputs=layer_outputs)
         return output(x, self.embed_tokens.weight)

@@ -57,7 +57,8 @@ class Variant:
     qkv_bias: str = "torch"
     """Query/key/value projection biases at init: 'torch' (nn.Linear's own, as fairseq 0.9 and later leave them:
     `MultiheadAttention.reset_parameters` zeroes only the output projection's bias) or 'zero' (older fairseq's
-    fused `in_proj_bias`, zeroed: the DLCL, T-Fixup and Admin repositories)."""
+    fused `in_proj_bias`, zeroed: the DLCL and Admin repositories). tests/test_reference.py compares each
+    repository's initial weights with lnrepro's."""
     note: str = ""
     """What a table says beside the row: where the row departs from, or has no, official counterpart."""
     lm_final_norm: bool = True
@@ -86,12 +87,11 @@ VARIANTS: dict[str, Variant] = {
                 ffn_init="torch", ffn_init_source=FORK),
         Variant("dlcl", "DLCL", "Wang et al. 2019", pre_norm=True, post_norm=False,
                 b2t="none", residual="identity", dlcl=True, final_norm=True, init="default", warmup=True,
-                ffn_init="xavier", ffn_init_source="wangqiangneu/dlcl (fairseq 0.6) fairseq/models/transformer.py: Linear() is xavier_uniform, zero bias",
+                ffn_init="xavier", ffn_init_source="wangqiangneu/dlcl (fairseq 0.5) fairseq/models/dlcl_transformer.py: Linear() is xavier_uniform, zero bias",
                 qkv_bias="zero", lm_final_norm=False),
         Variant("t_fixup", "T-Fixup", "Huang et al. 2020", pre_norm=False, post_norm=False,
                 b2t="none", residual="identity", dlcl=False, final_norm=False, init="t_fixup", warmup=False,
-                ffn_init="xavier", ffn_init_source="layer6ai-labs/T-Fixup fairseq/modules/transformer_layer.py: Linear() is xavier_uniform, zero bias",
-                qkv_bias="zero"),
+                ffn_init="xavier", ffn_init_source="layer6ai-labs/T-Fixup fairseq/modules/transformer_layer.py: Linear() is xavier_uniform, zero bias"),
         Variant("deepnet", "DeepNet", "Wang et al. 2022", pre_norm=False, post_norm=True,
                 b2t="none", residual="deepnet_alpha", dlcl=False, final_norm=False, init="deepnet", warmup=True,
                 ffn_init="torch", ffn_init_source="Wang et al. 2022, Fig. 2 pseudo-code: xavier_normal_(w, gain=beta) (torchscale instead keeps nn.Linear's init and divides by 1/beta: docs/fidelity.md)"),

@@ -43,13 +43,28 @@ CHANGES: tuple[Change, ...] = (
     Change("2026-12-03", "", ("residual", "peri_ln", "mix_ln", "dyt_pre"),
            "a language model keeps the final norm its method's own LM has"),
     Change("2026-12-03.2", "", ("residual",), "ResiDual's dual-stream norm at eps 1e-7 (resi_dual.py)"),
+    Change("2026-12-03.2", "", ("t_fixup",), "q/k/v biases keep nn.Linear's init, as T-Fixup's fairseq 0.9 fork "
+           "leaves them"),
+    Change("2026-12-03.2", "", ("admin",), "Admin's profile as Transformer-Clinic's: no position at padded places, "
+           "np.var's population variance"),
 )
 BEFORE = "before " + CHANGES[0].date
 
 
 def current(variant: str) -> str:
     """The version a run of this variant trains today."""
-    return max((c.date for c in CHANGES if variant in c.variants), default=BEFORE)
+    return at(variant, CHANGES[-1].date)
+
+
+def at(variant: str, epoch: str) -> str:
+    """The version this variant had when the code as a whole was at `epoch` (a change's date, or BEFORE): the
+    newest change up to then that touched it. Variants changed apart carry different versions at one epoch."""
+    return max((c.date for c in CHANGES if variant in c.variants and c.date <= epoch), default=BEFORE)
+
+
+def epochs() -> list[str]:
+    """Every state of the model code, newest first: the changes' dates, then BEFORE."""
+    return sorted({c.date for c in CHANGES}, reverse=True) + [BEFORE]
 
 
 @functools.lru_cache(maxsize=None)

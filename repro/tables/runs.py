@@ -129,10 +129,17 @@ def power_seeds(results_dir: Path, scale: str) -> dict[str, int]:
 
 def missing_runs(results_dir: Path, scale: str) -> list[dict]:
     """Each cell short of the seeds it needs, under the first table that holds it (18L-18L B2T is Tables 1, 5
-    and 9's): its table, group, method, recipe, the seeds with no record of the current recipe, how many it needs
-    and whether its claims' power asks for more than the least, and the `lnrepro reproduce` command that makes them
-    (done seeds are skipped by it)."""
-    current, _ = current_records(results_dir, scale)
+    and 9's): its table, group, method, recipe, how many it needs and whether its claims' power asks for more than
+    the least, and the `lnrepro reproduce` command that makes them (done seeds are skipped by it).
+
+    Seeds count at the model-code version a run trains today (`version`; `have` of them): a record of an older
+    version keeps its seed and its place in the tables, but a comparison takes one version (repro/judging.py), so
+    the seeds still to run are new ones, the lowest numbers no record of the cell holds (`older`: the records of
+    other versions)."""
+    from itertools import count, islice
+
+    from repro.model import version as model_code
+    current, stale = current_records(results_dir, scale)
     compared = compared_cells()
     power = power_seeds(results_dir, scale)
     seen, out = set(), []
@@ -146,14 +153,22 @@ def missing_runs(results_dir: Path, scale: str) -> list[dict]:
                 needed = SEEDS_COMPARED if number in COMPARED_TABLES or name in compared else SEEDS_ELSEWHERE
                 by_power = power.get(name, 0) > needed
                 needed = max(needed, power.get(name, 0))
-                have = {r["seed"] for r in current.get(name, [])}
-                seeds = [s for s in range(1, needed + 1) if s not in have]
+                now = model_code.current(method)
+                records = current.get(name, [])
+                have = {r["seed"] for r in records if model_code.of_record(r) == now}
+                used = {r["seed"] for r in records + stale.get(name, [])}
+                seeds = list(islice((s for s in count(1) if s not in used), max(0, needed - len(have))))
                 if seeds:
                     out.append({"table": number, "group": group, "method": method, "recipe": name,
-                                "seeds": seeds, "needed": needed, "by_power": by_power,
+                                "seeds": seeds, "needed": needed, "by_power": by_power, "version": now,
+                                "have": len(have), "older": len(records) - len(have),
                                 "command": f"lnrepro reproduce {number} --scale {scale} --seeds {max(seeds)} "
                                            f"--cells {group}:{method}"})
     return out
+
+
+def older_note(older: int) -> str:
+    return f" ({older} record{'s' if older > 1 else ''} of older versions kept)" if older else ""
 
 
 def seed_span(seeds: list[int]) -> str:
@@ -187,8 +202,8 @@ def render_missing(results_dir: Path, scale: str, fmt: str = "text") -> str:
     if not rows:
         return head + "\n\nnone\n"
     lines = [f"- Table {r['table']}, {r['group']} {TITLES[r['method']]}: seed{'s' if len(r['seeds']) > 1 else ''} "
-             f"{seed_span(r['seeds'])} of {r['needed']}{' (power)' if r['by_power'] else ''} (`{r['command']}`)"
-             for r in rows]
+             f"{seed_span(r['seeds'])} of {r['needed']}{' (power)' if r['by_power'] else ''} at model code "
+             f"{r['version']}{older_note(r['older'])} (`{r['command']}`)" for r in rows]
     return "\n".join([head, "", *lines, "", render_compute(*missing_compute(results_dir, scale, rows))]) + "\n"
 
 
