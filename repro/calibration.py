@@ -426,15 +426,51 @@ def collect_runs(entries: list[tuple[str, dict]], runs_dir: Path, out_dir: Path)
 
 def recorded_run(out_dir: Path, base: str) -> tuple[str, str, list[tuple[int, float]]] | None:
     """A collected run as the rules read it: (status, reason, validation curve); None where not recorded."""
-    if not (out_dir / f"{base}.json").is_file():
+    got = read_recorded(out_dir, base)
+    return None if got is None else (got[0]["status"], str(got[0].get("reason", "")), got[1])
+
+
+def read_recorded(out_dir: Path, base: str) -> tuple[dict, list[tuple[int, float]]] | None:
+    """A collected run's record and validation curve; None where not recorded. A record that is not one finished
+    run's, or a log without a readable validation curve, is a one-line ValueError naming the file: a decision is
+    never made from a damaged record."""
+    path = out_dir / f"{base}.json"
+    if not path.is_file():
         return None
-    record = read_json(out_dir / f"{base}.json")
-    return record["status"], record.get("reason", ""), valid_curve(read_jsonl(out_dir / f"{base}.log.jsonl"))
+    record = read_json(path)
+    if not isinstance(record, dict) or record.get("status") not in ("completed", "failed"):
+        status = record.get("status") if isinstance(record, dict) else f"a JSON {type(record).__name__}"
+        raise ValueError(f"{path}: not a finished calibration run's record (status {status!r}); restore it with "
+                         f"git or remove it")
+    log = out_dir / f"{base}.log.jsonl"
+    if not log.is_file():
+        raise ValueError(f"{log}: missing; a calibration record is read with its log (restore it with git)")
+    curve = valid_curve(read_jsonl(log), log)
+    if not curve and record["status"] == "completed":
+        raise ValueError(f"{log}: no validation row in the log of a completed run; restore it with git")
+    return record, curve
 
 
-def valid_curve(rows: list[dict]) -> list[tuple[int, float]]:
-    """A training log's validation curve, [(update, validation NLL)], finite values only."""
-    return [(r["step"], r["valid_nll"]) for r in rows if "valid_nll" in r and math.isfinite(r["valid_nll"])]
+def valid_curve(rows: list, path: Path | None = None) -> list[tuple[int, float]]:
+    """A training log's validation curve, [(update, validation NLL)], finite values only (a diverged run logs
+    inf or NaN). Given the log's path, a row that is not a log row (no whole update, a validation NLL that is not a
+    number or is negative) is a one-line ValueError naming the file and the line."""
+    curve = []
+    for i, r in enumerate(rows, 1):
+        if not isinstance(r, dict) or "valid_nll" not in r:
+            if path is not None and not isinstance(r, dict):
+                raise ValueError(f"{path}: line {i} is not a log row (a JSON {type(r).__name__})")
+            continue
+        step, nll = r.get("step"), r["valid_nll"]
+        ok = (isinstance(step, int) and not isinstance(step, bool) and step >= 0 and isinstance(nll, (int, float))
+              and not isinstance(nll, bool) and not (math.isfinite(nll) and nll < 0))
+        if not ok:
+            if path is not None:
+                raise ValueError(f"{path}: line {i} is no validation row (step {step!r}, valid_nll {nll!r})")
+            continue
+        if math.isfinite(nll):
+            curve.append((step, float(nll)))
+    return curve
 
 
 def load_curves(spec: CalibrationSpec, out_dir: Path):
@@ -475,7 +511,10 @@ def decide(spec: CalibrationSpec, out_dir: Path, png: Path) -> dict:
 
 def kept_choice(path: Path, decision: dict) -> dict | None:
     """The choice.json already written for this same decision, with when and where it was first made; else None."""
-    old = json.loads(path.read_text()) if path.is_file() else {}
+    old = read_json(path) if path.is_file() else {}
+    if not isinstance(old, dict):
+        raise ValueError(f"{path}: not a calibration choice (a JSON {type(old).__name__}); restore it with git or "
+                         f"remove it to decide again")
     same = {k: v for k, v in old.items() if k not in ("decided", "commit")} == json.loads(json.dumps(decision))
     return old if old and same else None
 

@@ -21,7 +21,6 @@ from pathlib import Path
 
 from repro import calibration
 from repro.calibration import CalibrationSpec, choose_v2, label_v2
-from repro.results import read_json, read_jsonl
 
 RULES_V2_1 = "calibration v2.1 of 2026-12-03 (repro/calibration_v2_1.py: decide)"
 DATE = "2026-12-03"
@@ -54,16 +53,16 @@ def judged_runs(spec: CalibrationSpec, out_dir: Path, refs: dict | None) -> tupl
     from repro.judging import learned_nothing
 
     def one(base: str):
-        path = out_dir / f"{base}.json"
-        if not path.is_file():
+        got = calibration.read_recorded(out_dir, base)
+        if got is None:
             return None
-        record = read_json(path)
-        status, reason = record["status"], record.get("reason", "")
-        if status == "completed" and record.get("metrics"):
+        record, curve = got
+        status, reason = record["status"], str(record.get("reason", ""))
+        if status == "completed" and isinstance(record.get("metrics"), dict) and record["metrics"]:
             why = learned_nothing(record, refs)
             if why:
                 status, reason = "failed", why
-        return status, reason, calibration.valid_curve(read_jsonl(out_dir / f"{base}.log.jsonl"))
+        return status, reason, curve
     runs = {st: got for st in spec.settings_v2()
             if (got := {b: r for b in spec.baselines if (r := one(label_v2(b, st)))})}
     deep = {st: r for st in spec.settings_v2() if (r := one(label_v2(spec.deep_pre_ln, st)))}

@@ -533,3 +533,49 @@ def test_v2_the_baseline_further_behind_starts_first(tmp_path):
                                                  tmp_path)]
     assert names[:4] == [calibration.label_v2(post, s.settings_v2()[0]), calibration.label_v2(pre, s.settings_v2()[0]),
                          calibration.label_v2(pre, s.settings_v2()[1]), calibration.label_v2(post, s.settings_v2()[1])]
+
+
+@pytest.mark.parametrize("damage", ["list record", "running record", "no status", "missing log", "empty log",
+                                    "step-less row", "string nll", "negative nll", "list row", "list choice"])
+def test_decide_only_refuses_a_damaged_calibration_record_in_one_line(tmp_path, damage):
+    """The committed records, one of them damaged (the language model's; Gigaword's finished grid for its
+    choice.json): `calibrate --decide-only` names the file and exits 2, and decides nothing from it (no traceback,
+    no choice from a running record, an empty log or a validation NLL of -1e9)."""
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from repro.cli import app
+    task = "gigaword" if damage == "list choice" else "wikitext103"
+    out = tmp_path / f"mini/calibration/v2/{task}"
+    shutil.copytree(REPO / f"results/mini/calibration/v2/{task}", out)
+    base = "gigaword-6L-6L-post_ln-w1000-lr0.001" if task == "gigaword" else "wikitext103-6L-post_ln-w1000-lr0.001"
+    record, log = out / f"{base}.json", out / f"{base}.log.jsonl"
+    rec = json.loads(record.read_text())
+    rows = log.read_text().splitlines()
+    if damage == "list record":
+        record.write_text("[1, 2]\n")
+    elif damage == "running record":
+        record.write_text(json.dumps({**rec, "status": "running"}))
+    elif damage == "no status":
+        record.write_text(json.dumps({k: v for k, v in rec.items() if k != "status"}))
+    elif damage == "missing log":
+        log.unlink()
+    elif damage == "empty log":
+        log.write_text("")
+    elif damage == "step-less row":
+        log.write_text("\n".join(rows + ['{"valid_nll": 3.0}']) + "\n")
+    elif damage == "string nll":
+        log.write_text("\n".join(rows + ['{"step": 99999, "valid_nll": "low"}']) + "\n")
+    elif damage == "negative nll":
+        log.write_text("\n".join(rows + ['{"step": 99999, "valid_nll": -1e9}']) + "\n")
+    elif damage == "list row":
+        log.write_text("\n".join(rows + ["[1, 2]"]) + "\n")
+    elif damage == "list choice":
+        (out / "choice.json").write_text("[]\n")
+    r = CliRunner().invoke(app, ["calibrate", task, "--decide-only", "--results", str(tmp_path)])
+    assert r.exit_code == 2, r.output
+    assert "Traceback" not in r.output and len(r.output.strip().splitlines()) <= 2
+    named = out / "choice.json" if damage == "list choice" else (log if "row" in damage or "log" in damage
+                                                                  or "nll" in damage else record)
+    assert named.name in r.output.replace("\n", "")
