@@ -178,6 +178,39 @@ def test_curves_of_any_runs_in_one_png(tmp_path):
     assert runner.invoke(app, ["curves", str(tmp_path / "none")]).exit_code == 2
 
 
+@pytest.mark.parametrize("case", ["list row", "string loss", "no step", "empty log", "pdf", "over its log",
+                                  "json over a record", "json over its log"])
+def test_curves_refuses_in_one_line_what_it_cannot_draw_or_must_not_overwrite(tmp_path, case):
+    """Odd log rows, an empty log, an --out that is no PNG, a target that is an input log or a record: one line
+    naming the path, exit 2, nothing overwritten."""
+    run = tmp_path / "a"
+    run.mkdir()
+    rows = [json.dumps({"step": 1, "loss": 5.0}), json.dumps({"step": 2, "valid_nll": 4.0})]
+    extra = {"list row": "[1, 2]", "string loss": '{"step": 3, "loss": "high"}', "no step": '{"loss": 3.0}'}
+    log = run / "log.jsonl"
+    log.write_text("" if case == "empty log" else "\n".join(rows + [extra[case]] if case in extra else rows) + "\n")
+    record = tmp_path / "seed1.json"
+    record.write_text('{"seed": 1}\n')
+    before = {p: p.read_bytes() for p in (log, record)}
+    out = {"pdf": tmp_path / "c.pdf", "over its log": log}.get(case, tmp_path / "c.png")
+    js = {"json over a record": record, "json over its log": log}.get(case)
+    r = runner.invoke(app, ["curves", str(run), "--out", str(out), *(["--json", str(js)] if js else [])])
+    assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+    named = {"pdf": out, "over its log": log, "json over a record": record, "json over its log": log}.get(case, log)
+    assert str(named) in r.output.replace("\n", "")
+    assert all(p.read_bytes() == b for p, b in before.items()) and not (tmp_path / "c.png").exists()
+
+
+def test_curves_json_holds_a_diverged_run_as_null(tmp_path):
+    run = tmp_path / "a"
+    run.mkdir()
+    (run / "log.jsonl").write_text('{"step": 1, "loss": 5.0}\n{"step": 2, "loss": NaN}\n{"step": 3, "loss": Infinity}\n')
+    js = tmp_path / "c.json"
+    r = runner.invoke(app, ["curves", str(run), "--out", str(tmp_path / "c.png"), "--json", str(js)])
+    assert r.exit_code == 0, r.output
+    assert json.loads(js.read_text())["a"]["loss"] == [[1, 5.0], [2, None], [3, None]]  # strict JSON parses it
+
+
 def test_tensorboard_event_files_hold_the_logged_curves(tiny_root, tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     r = runner.invoke(app, ["train", str(Path(__file__).resolve().parents[1] / "recipes/6L-6L-b2t.yaml"), "--scale",
@@ -189,3 +222,23 @@ def test_tensorboard_event_files_hold_the_logged_curves(tiny_root, tmp_path):
     assert {"loss", "lr", "grad_norm", "tokens_per_s", "valid_nll"} <= set(events.Tags()["scalars"])
     log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
     assert [e.value for e in events.Scalars("loss")] == pytest.approx([row["loss"] for row in log if "loss" in row])
+
+
+def test_tensorboard_after_a_resume_holds_the_log_once(tiny_root, tmp_path):
+    """A run stopped after its update-2 checkpoint and resumed: the events after the checkpoint are logged again,
+    those of update 2 (its validation among them) are kept, not purged, so TensorBoard holds the log's rows once."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    recipe = str(Path(__file__).resolve().parents[1] / "recipes/6L-6L-b2t.yaml")
+    run = tmp_path / "run"
+    args = ["train", recipe, "--scale", "tiny", "--root", str(tiny_root), "--run-dir", str(run), "--tensorboard"]
+    assert runner.invoke(app, [*args, "--results", str(tmp_path / "a")]).exit_code == 0
+    for name in ("checkpoint_4.pt", "checkpoint_4.pt.sha256", "status.json"):  # as if killed after update 2's save
+        (run / name).unlink()
+    r = runner.invoke(app, [*args, "--resume", "--results", str(tmp_path / "b")])
+    assert r.exit_code == 0, r.output
+    events = EventAccumulator(str(run / "tb"))
+    events.Reload()
+    log = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
+    for key in ("loss", "valid_nll"):
+        assert [e.step for e in events.Scalars(key)] == [row["step"] for row in log if key in row], key
+    assert 2 in [e.step for e in events.Scalars("valid_nll")]

@@ -8,14 +8,36 @@ from pathlib import Path
 from repro.figures.output import save_figure
 
 
-def read_log(path: Path) -> list[dict]:
-    """A run's log rows: `path` is a run directory or a log file; a garbled line names the file."""
+def log_file(path: Path) -> Path:
     path = Path(path)
     log = path / "log.jsonl" if path.is_dir() else path
     if not log.is_file():
         raise ValueError(f"{path}: no log.jsonl (a run directory of `lnrepro train`, or a record's .log.jsonl)")
+    return log
+
+
+def read_log(path: Path) -> list[dict]:
+    """A run's log rows: `path` is a run directory or a log file; a garbled line names the file."""
     from repro.results import read_jsonl
-    return read_jsonl(log)
+    return read_jsonl(log_file(path))
+
+
+def series(rows: list, key: str, log: Path) -> list[tuple[int, float]]:
+    """(update, value) of every row that has `key`; a row that is not a log row (not a mapping, no whole update,
+    a value that is not a number) is a one-line ValueError naming the file and the line. Infinity and NaN stay:
+    a diverged run shows where it left the plot."""
+    out = []
+    for i, r in enumerate(rows, 1):
+        if not isinstance(r, dict):
+            raise ValueError(f"{log}: line {i} is not a log row (a JSON {type(r).__name__})")
+        if key not in r:
+            continue
+        step, value = r.get("step"), r[key]
+        if not (isinstance(step, int) and not isinstance(step, bool) and step >= 0
+                and isinstance(value, (int, float)) and not isinstance(value, bool)):
+            raise ValueError(f"{log}: line {i} is no log row ({key} {value!r} at step {step!r})")
+        out.append((step, float(value)))
+    return out
 
 
 def draw_curves(paths: list[Path], out: Path, json_path: Path | None = None) -> dict:
@@ -23,15 +45,20 @@ def draw_curves(paths: list[Path], out: Path, json_path: Path | None = None) -> 
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    from repro.figures.output import check_targets
+    logs = [log_file(p) for p in paths]
+    check_targets(Path(out), json_path, tuple(logs))
     data = {}
-    for p in paths:
+    for p, log in zip(paths, logs):
         rows = read_log(p)
         p = Path(p)
         name = p.name if p.is_dir() else f"{p.parent.name}/{p.name.replace('.log.jsonl', '')}"  # a record's log
         while name in data:
             name += "'"
-        data[name] = {"loss": [(r["step"], r["loss"]) for r in rows if "loss" in r],
-                      "valid_nll": [(r["step"], r["valid_nll"]) for r in rows if "valid_nll" in r]}
+        data[name] = {"loss": series(rows, "loss", log), "valid_nll": series(rows, "valid_nll", log)}
+    if not any(c["loss"] or c["valid_nll"] for c in data.values()):
+        raise ValueError(f"{', '.join(map(str, logs))}: no training loss or validation row to draw")
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for ax, key, label in ((axes[0], "loss", "training loss (label-smoothed, nats)"),
                            (axes[1], "valid_nll", "validation NLL (nats)")):
@@ -43,5 +70,5 @@ def draw_curves(paths: list[Path], out: Path, json_path: Path | None = None) -> 
         ax.set_ylabel(label)
         ax.legend(fontsize=8)
     fig.tight_layout()
-    save_figure(fig, out, json_path, data)
+    save_figure(fig, out, json_path, data, tuple(logs))
     return data

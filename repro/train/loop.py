@@ -279,7 +279,8 @@ class TensorBoard:
     def __init__(self, run_dir: Path, step: int):
         check_tensorboard()
         from torch.utils.tensorboard import SummaryWriter
-        self.writer = SummaryWriter(str(Path(run_dir) / "tb"), purge_step=step or None)
+        # events after the checkpoint go (they are logged again); those of its own update stay: they are not
+        self.writer = SummaryWriter(str(Path(run_dir) / "tb"), purge_step=step + 1 if step else None)
 
     def row(self, row: dict) -> None:
         for key in ("loss", "nll", "grad_norm", "lr", "tokens_per_s", "valid_nll", "loss_scale"):
