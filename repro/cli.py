@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from pathlib import Path
@@ -461,7 +462,7 @@ def score_fairseq(checkpoint: Path = typer.Argument(..., help="A fairseq Transfo
                   beam: int = typer.Option(4, "--beam", min=1, help="Beam size."),
                   lenpen: float = typer.Option(1.0, "--lenpen", help="Length penalty (the authors: 0.6 on newstest2014, 1.0 elsewhere)."),
                   max_len_a: float = typer.Option(0.0, "--max-len-a", help="Output length limit: a * source tokens + b (fairseq's generate.py: 0, 200)."),
-                  max_len_b: int = typer.Option(200, "--max-len-b", help="See --max-len-a."),
+                  max_len_b: int = typer.Option(200, "--max-len-b", min=1, max=100000, help="See --max-len-a."),
                   out: Optional[Path] = typer.Option(None, "--out", help="Write the detokenised hypotheses here."),
                   threads: Optional[int] = typer.Option(None, "--threads", min=1, max=MAX_THREADS, help="CPU threads (default $LNREPRO_THREADS or all cores).")):
     """Translate with a fairseq checkpoint in lnrepro's model and beam search, and score it with SacreBLEU.
@@ -479,18 +480,25 @@ def score_fairseq(checkpoint: Path = typer.Argument(..., help="A fairseq Transfo
             fail(f"{option} {path}: no such file")
     if out is not None and Path(out).is_dir():
         fail(f"--out {out}: a folder; give a file to write the hypotheses to")
+    if not math.isfinite(lenpen):
+        fail(f"--lenpen {lenpen}: a finite number (the authors: 0.6 or 1.0)")
+    if not (math.isfinite(max_len_a) and 0 <= max_len_a <= 100):
+        fail(f"--max-len-a {max_len_a}: from 0 to 100 (fairseq's generate.py: 0)")
     src_lang, _, tgt_lang = langpair.partition("-")
     try:
         if test_set is not None:
             lines, references = sacrebleu_test_set(test_set, langpair)
         else:
             lines = read_lines(source, "--source")
+            if not lines:
+                raise ValueError(f"--source {source}: no sentence in it")
             references = read_lines(reference, "--reference") if reference is not None else None
         if references is not None and len(references) != len(lines):
             raise ValueError(f"{len(lines)} sources but {len(references)} references")
         pipeline = fi.TextPipeline(src_lang, tgt_lang, tokenizer, bpe_codes)
         model, read_as = fi.load_model(checkpoint, variant)
         symbols = fi.read_dictionary(dictionary)
+        fi.check_dictionary(symbols, model, dictionary, checkpoint)
         with progress_bar("translate", len(lines)) as bar:
             outputs = fi.translate(model, symbols, [pipeline.encode(l) for l in lines], beam, lenpen, max_len_a,
                                    max_len_b, progress=bar.advance)

@@ -508,3 +508,33 @@ def test_score_fairseq_names_a_missing_file_before_any_download(tmp_path):
                                  str(CHECKPOINTS / "dict.en.txt"), "--source", str(CHECKPOINTS / "dict.en.txt"),
                                  "--out", str(tmp_path)])
     assert r.exit_code == 2 and "a folder" in r.output
+
+
+@pytest.mark.parametrize("case", ["longer dict", "shorter dict", "empty source", "lenpen nan", "negative max-len-a",
+                                  "negative max-len-b", "empty bpe codes"])
+def test_score_fairseq_refuses_inputs_that_would_translate_wrongly(tmp_path, case):
+    """Each in one line, exit 2, before any translation: a dictionary that is not the checkpoint's (longer than its
+    embedding, or far shorter: every word another's), no sentence, a length penalty or limit that is no length,
+    BPE codes without a merge."""
+    from typer.testing import CliRunner
+
+    from repro.cli import app
+    symbols = (CHECKPOINTS / "dict.en.txt").read_text().splitlines()
+    dictionary = tmp_path / "dict.txt"
+    dictionary.write_text("\n".join(symbols + [f"extra{i} 1" for i in range(9)] if case == "longer dict"
+                                    else symbols[:-12] if case == "shorter dict" else symbols) + "\n")
+    source = tmp_path / "source.txt"
+    source.write_text("" if case == "empty source" else "w5 w17 w3\n")
+    codes = tmp_path / "codes"
+    codes.write_text("#version: 0.2\n")
+    extra = {"lenpen nan": ["--lenpen", "nan"], "negative max-len-a": ["--max-len-a", "-1"],
+             "negative max-len-b": ["--max-len-b", "-5"], "empty bpe codes": ["--bpe-codes", str(codes)]}
+    r = CliRunner().invoke(app, ["score-fairseq", str(CHECKPOINTS / "checkpoint_best.pt"), "--dict", str(dictionary),
+                                 "--source", str(source), "--tokenizer", "none", "--out", str(tmp_path / "h.txt"),
+                                 *extra.get(case, [])])
+    assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+    assert not (tmp_path / "h.txt").exists()
+    named = {"longer dict": "dict.txt", "shorter dict": "dict.txt", "empty source": "source.txt",
+             "lenpen nan": "--lenpen", "negative max-len-a": "--max-len-a", "negative max-len-b": "max-len-b",
+             "empty bpe codes": "codes"}[case]
+    assert named in r.output

@@ -157,6 +157,17 @@ def read_dictionary(path: Path) -> list[str]:
     return symbols
 
 
+def check_dictionary(symbols: list[str], model: EncoderDecoder, dictionary: Path, checkpoint: Path) -> None:
+    """The dictionary is the checkpoint's: its symbols (the four specials with them) fill the embedding, up to
+    fairseq's padding of the table to a multiple of 8 (`madeupword` rows): more would index past it, far fewer
+    would translate every word as another's."""
+    rows = model.embed_tokens.weight.shape[0]
+    if not len(symbols) <= rows < len(symbols) + 8:
+        raise FairseqImportError(f"{dictionary}: {len(symbols) - len(SPECIALS)} symbols (and fairseq's four "
+                                 f"specials) for an embedding of {rows} rows in {checkpoint}: not this checkpoint's "
+                                 f"dictionary")
+
+
 def load_model(checkpoint: Path, variant: str | None = None) -> tuple[EncoderDecoder, str]:
     """lnrepro's model holding the checkpoint's weights, and the variant it was read as."""
     state, args = read_checkpoint(checkpoint)
@@ -199,6 +210,13 @@ class TextPipeline:
         self.bpe = None
         if bpe_codes is not None:
             from subword_nmt.apply_bpe import BPE
+            try:
+                merges = [l for l in Path(bpe_codes).read_text(encoding="utf-8").splitlines()
+                          if l.strip() and not l.startswith("#version")]
+            except (OSError, UnicodeDecodeError) as e:
+                raise FairseqImportError(f"{bpe_codes}: cannot read the BPE codes ({type(e).__name__})") from None
+            if not merges:
+                raise FairseqImportError(f"{bpe_codes}: no BPE merge in it (subword-nmt codes: one pair per line)")
             try:
                 with open(bpe_codes, encoding="utf-8") as f:
                     self.bpe = BPE(f)
