@@ -705,3 +705,22 @@ def test_an_output_length_past_any_sentence_is_refused(tmp_path):
     for key, value in (("eval.max_len_a", "1.0e+300"), ("eval.max_len_b", "10000000")):
         one_line_exit_2(runner.invoke(app, ["train", str(REPO / "recipes/6L-6L-b2t.yaml"), "--scale", "tiny",
                                             "--set", f"{key}={value}", "--print-config"]), key, "must lie in")
+
+
+def test_resume_leaves_a_run_ended_at_a_stop_request_as_it_ended(tiny_root, tmp_path):
+    """A run ended by its stop.json is complete: `--resume` trains nothing more (its status, log and record stay as
+    they were) and says its record is kept."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "stop.json").write_text('["odd", "but a request"]\n')
+    args = ["train", str(REPO / "recipes/6L-6L-b2t.yaml"), "--scale", "tiny", "--root", str(tiny_root), "--run-dir",
+            str(run), "--results", str(tmp_path / "res")]
+    assert runner.invoke(app, args).exit_code == 0
+    before = {p.name: p.read_bytes() for p in (run / "status.json", run / "log.jsonl")}
+    record = tmp_path / "res/tiny/6L-6L-b2t/seed1.json"
+    kept = record.read_bytes()
+    assert json.loads(before["status.json"])["step"] < 4  # stopped before max_updates
+    r = runner.invoke(app, [*args, "--resume"])
+    assert r.exit_code == 0 and "is kept" in r.output, r.output
+    assert {p.name: p.read_bytes() for p in (run / "status.json", run / "log.jsonl")} == before
+    assert record.read_bytes() == kept
