@@ -119,8 +119,11 @@ def learned_nothing(record: dict, refs: dict | None) -> str | None:
                                            else value < ref_value + METRIC_MARGIN)
         if worse:
             points = f"{METRIC_MARGIN:g} point{'s' * (METRIC_MARGIN != 1)}"
-            return (f"learned nothing: {name} {value:.2f} is not {points} better than one "
-                    f"constant output for every input ({ref_value:.2f}: \"{const['output']}\")")
+            than = f"{points} better than one constant output for every input ({ref_value:.2f}: \"{const['output']}\")"
+            if nll is not None and ref_nll is not None:  # it learned its targets' language, not the task
+                return (f"output no better than one constant sentence: {name} {value:.2f} is not {than}, though its "
+                        f"validation NLL {nll:.2f} is under the unigram model's {ref_nll:.2f}")
+            return f"learned nothing: {name} {value:.2f} is not {than}"
     blind = m.get("source_blind_nll")
     if blind is not None and nll is not None and blind < nll + NLL_MARGIN:
         return (f"ignores its input: validation NLL with sources shuffled across the batch is {blind:.2f}, within "

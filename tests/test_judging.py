@@ -42,6 +42,10 @@ def test_learned_nothing_constant_output_edges():
     assert judging.learned_nothing(mt(bleu=1.5 + 1.0), MT_REFS) is None            # exactly one point better
     why = judging.learned_nothing(mt(bleu=1.5 + 1.0 - 1e-9), MT_REFS)
     assert "constant output" in why and "Ein Mann." in why
+    # its NLL shows it learned the targets' language: the label says what happened, not "learned nothing"
+    assert why.startswith("output no better than one constant sentence: BLEU 2.50") and "NLL 2.00" in why
+    bare = {"task": "mt", "status": "completed", "metrics": {"bleu_average": 2.0}}
+    assert judging.learned_nothing(bare, MT_REFS).startswith("learned nothing: BLEU 2.00")  # no NLL recorded
     asr = lambda w: {"task": "asr", "status": "completed", "metrics": {"valid_nll": 2.0, "splits": {"test": {"wer": w}}}}
     assert judging.learned_nothing(asr(99.0), ASR_REFS) is None                     # lower is better
     assert "test WER 99.50" in judging.learned_nothing(asr(99.5), ASR_REFS)
