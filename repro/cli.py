@@ -632,10 +632,10 @@ def recipes(folder: Path = typer.Argument(Path("recipes"), help="Folder of recip
             fail(str(e))
         m = res.recipe.model
         depth = f"{m.decoder_layers}L" if res.recipe.task == "lm" else f"{m.encoder_layers}L-{m.decoder_layers}L"
-        rows.append([str(p), res.recipe.task, m.variant, depth, ",".join(scales)])
-    # plain and aligned: a recipe's path is never cut, whatever the terminal's width
-    print(f"{len(files)} recipes in {folder}\n\n" + plain_table(["recipe", "task", "variant", "depth", "scales"], rows),
-          end="")
+        rows.append([str(p.relative_to(folder)), res.recipe.task, m.variant, depth, ",".join(scales[1:]) or "-"])
+    # plain and aligned: a recipe's path (under the folder named above it) is never cut, whatever the terminal's width
+    print(f"{len(files)} recipes in {folder}/, each at paper scale and the scales listed\n\n" + plain_table(["recipe", "task", "variant", "depth", "scales"],
+                                                                   rows), end="")
     if check:
         console.print(f"all {len(files)} recipes load at every scale they define", style="green")
 

@@ -218,7 +218,9 @@ def render(sets: list[DecisiveSet], hours: float | None, fmt: str = "text", limi
     if hours is not None or limit:
         head += (f"; {'within ' + format(hours, 'g') + ' h' if hours is not None else f'the first {limit}'}: sets {', '.join(str(sets.index(s) + 1) for s in chosen) or 'none'} "
                  f"(marked *)")
-    return head + "\n\n" + plain_table(["#", "state", "kind", "runs", "cost", "claims: why"], body)
+    import textwrap
+    return "\n".join(textwrap.wrap(head, 80)) + "\n\n" + plain_table(["#", "state", "kind", "runs", "cost",
+                                                                     "claims: why"], body)
 
 
 def jobs(sets: list[DecisiveSet], results_dir: Path, runs_dir: Path, data_root: Path, on_gpu: bool,

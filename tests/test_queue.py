@@ -134,8 +134,10 @@ def test_the_gpu_machines_script_runs_the_queue_and_brings_back_what_it_made(tin
     if archive.exists():  # the deadline cut a run: it comes back to be resumed
         names = tarfile.open(archive).getnames()
         assert any(n.endswith("log.jsonl") for n in names) and any(n.endswith(".pt") for n in names)
-    else:
-        assert len(made) == 3
+    else:  # every run finished, or (on a loaded machine) one was cut before it had anything to resume from
+        cut = [d for d in (tmp_path / "lanes").rglob("*") if (d / "recipe.yaml").is_file()
+               and not (d / "metrics.json").is_file()]
+        assert len(made) == 3 or (made and all(not list(d.glob("*.pt")) for d in cut)), (made, cut)
 
 
 def test_runs_stopped_part_way_go_first(tmp_path):

@@ -419,9 +419,22 @@ def test_text_format_is_one_plain_table_in_80_columns(tmp_path, monkeypatch):
     assert all(len(line) <= 80 for line in piped.splitlines())
     assert "18L-18L  Post-LN         Average  N/A" in piped and "B2T connection" in piped and "…" not in piped
     runs = render_runs(tmp_path, "mini", "text")
-    assert runs.splitlines()[2].split() == ["Recipe", "Seed", "Status", "Updates", "Training", "Eval", "Machine"]
+    assert ["Recipe", "Seed", "Status", "Updates", "Training", "Eval", "Machine"] in [x.split() for x in runs.splitlines()]
     r = runner.invoke(app, ["recipes"])
-    assert "recipes/gigaword/18L-18L-b2t_noln.yaml" in r.output  # whole, whatever the width
+    assert r.output.startswith("77 recipes in recipes/") or "recipes in recipes/" in r.output.splitlines()[0]
+    assert "gigaword/18L-18L-b2t_noln.yaml" in r.output  # whole, whatever the width
+    for listing in (runs, r.output, render_queue_text(tmp_path)):
+        assert all(len(line) <= 80 for line in listing.splitlines()), max(listing.splitlines(), key=len)
+    # a last cell too long for the line wraps under itself, every line within 80 columns
+    from repro.tables.render import plain_table
+    wrapped = plain_table(["a", "b"], [["x" * 30, "word " * 30]])
+    assert all(len(line) <= 80 for line in wrapped.splitlines()) and wrapped.split() == ["a", "b", "x" * 30,
+                                                                                       *["word"] * 30]
+
+
+def render_queue_text(results) -> str:
+    from repro import queue
+    return queue.render(queue.build(results, "mini"), None)
 
 
 def test_a_trained_run_not_yet_evaluated_reads_so_not_n_a(tmp_path):

@@ -195,11 +195,26 @@ def to_csv(rows: list[dict]) -> str:
     return buf.getvalue()
 
 
-def plain_table(headers: list[str], rows: list[list[str]]) -> str:
+TEXT_WIDTH = 80  # every text-mode listing fits 80 columns, in a terminal and in a pipe alike
+
+
+def plain_table(headers: list[str], rows: list[list[str]], width: int = TEXT_WIDTH) -> str:
     """Columns aligned with two spaces, the last one unpadded: the same in a terminal and in a pipe, and a long
-    last cell never pushes the others apart."""
+    last cell never pushes the others apart. A line that would pass `width` wraps its last cell under itself, or,
+    where the other columns leave it under 20 characters, on indented lines of its own."""
     widths = [max(len(str(r[i])) for r in [headers, *rows]) for i in range(len(headers) - 1)]
-    line = lambda cells: "  ".join([*(str(c).ljust(w) for c, w in zip(cells, widths)), str(cells[-1])]).rstrip()
+    indent = sum(widths) + 2 * len(widths)
+
+    def line(cells) -> str:
+        head = "  ".join(str(c).ljust(w) for c, w in zip(cells, widths))
+        last = str(cells[-1])
+        if len(head) + 2 + len(last) <= width:
+            return f"{head}  {last}".rstrip()
+        if width - indent >= 20:
+            parts = textwrap.wrap(last, width - indent, break_on_hyphens=False) or [""]
+            return "\n".join([f"{head}  {parts[0]}", *(" " * indent + p for p in parts[1:])])
+        return head.rstrip() + "\n" + "\n".join(textwrap.wrap(last, width - 4, initial_indent="    ",
+                                                             subsequent_indent="    ", break_on_hyphens=False))
     return "\n".join([line(headers), *(line(r) for r in rows)]) + "\n"
 
 

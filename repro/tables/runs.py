@@ -96,7 +96,8 @@ def render_runs(results_dir: Path, scale: str, fmt: str = "text") -> str:
     eval_s = lambda r: "none" if r["evaluation_s"] is None else f"{r['evaluation_s']:.0f} s"
     body = [[r["recipe"], str(r["seed"]), r["status"], str(r["updates"] or "?"), _minutes(r["training_s"]),
              eval_s(r), r["machine"]] for r in rows]
-    return (f"{title} (all columns: --format markdown)\n\n"
+    import textwrap
+    return ("\n".join(textwrap.wrap(f"{title} (all columns: --format markdown)", 80)) + "\n\n"
             + plain_table(["Recipe", "Seed", "Status", "Updates", "Training", "Eval", "Machine"], body))
 
 
