@@ -541,11 +541,12 @@ def _train(recipes: list[ResolvedRecipe], run_dirs: list[Path], data_root: Path,
         align_group(members, resume)
     elif resume and members[0].status_path.is_file():
         # a run that has ended (at max_updates, on failure, or at a stop request) is not trained further by a
-        # resume: its end stands; only a changed recipe (--allow-recipe-change) continues it
+        # resume: its end stands. Its last checkpoint damaged, it trains again from the newest intact one up to that
+        # end; a changed recipe (--allow-recipe-change) continues it
         m = members[0]
         ended = json.loads(m.status_path.read_text())
-        if ended.get("status") in ("completed", "failed") and (m.state is None or
-                                                             m.state.get("recipe_hash") == m.resolved.hash()):
+        if (ended.get("status") in ("completed", "failed") and m.state is not None
+                and m.state.get("step") == ended.get("step") and m.state.get("recipe_hash") == m.resolved.hash()):
             return [ended]
     live = [m for m in members if m.finished is None]
     r = members[0].r
