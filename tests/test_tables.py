@@ -320,6 +320,9 @@ def test_runs_missing_counts_seeds_at_todays_model_code_and_asks_new_ones(tmp_pa
     assert post["seeds"] == [4, 5, 6, 7, 8] and post["command"].startswith("lnrepro reproduce 1 --scale mini --seeds 8")
     assert f"seeds 4-8 of 5 at model code {post['version']} (3 records of older versions kept)" in render_missing(
         tmp_path, "mini", "markdown")
+    text = render_missing(tmp_path, "mini", "text").splitlines()  # plain, in 80 columns, each command whole
+    assert all(len(x) <= 80 and "**" not in x and "`" not in x and not x.startswith("|") for x in text)
+    assert "    lnrepro reproduce 1 --scale mini --seeds 8 --cells 6L-6L:post_ln" in text
     claim = next(r for r in evaluate_claims(tmp_path, "mini") if r["claim"].startswith("6L-6L MT: Post-LN > Pre-LN"))
     assert claim["verdict"] == "inconclusive"
     assert claim["versions"] == {"6L-6L-post_ln": "2026-11-29", "6L-6L-pre_ln": "2026-11-29"}

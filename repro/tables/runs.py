@@ -180,7 +180,7 @@ def seed_span(seeds: list[int]) -> str:
 
 
 def render_missing(results_dir: Path, scale: str, fmt: str = "text") -> str:
-    """The missing runs as a Markdown list (text and markdown alike: it reads the same piped), or JSON/CSV."""
+    """The missing runs as a Markdown list, as plain text within 80 columns, or as JSON/CSV."""
     if fmt not in RUN_FORMATS:
         raise ValueError(f"--format {fmt!r}: expected one of {', '.join(RUN_FORMATS)}")
     rows = missing_runs(results_dir, scale)
@@ -201,11 +201,40 @@ def render_missing(results_dir: Path, scale: str, fmt: str = "text") -> str:
             f"a claim compares, more where an inconclusive comparison needs them to detect the paper's difference; "
             f"{SEEDS_ELSEWHERE} elsewhere; `lnrepro reproduce N --scale {scale} --plan` costs them on a machine)")
     if not rows:
-        return head + "\n\nnone\n"
+        return (head if fmt == "markdown" else plain(head)) + "\n\nnone\n"
     lines = [f"- Table {r['table']}, {r['group']} {TITLES[r['method']]}: seed{'s' if len(r['seeds']) > 1 else ''} "
              f"{seed_span(r['seeds'])} of {r['needed']}{' (power)' if r['by_power'] else ''} at model code "
              f"{r['version']}{older_note(r['older'])} (`{r['command']}`)" for r in rows]
-    return "\n".join([head, "", *lines, "", render_compute(*missing_compute(results_dir, scale, rows))]) + "\n"
+    costs, machines = missing_compute(results_dir, scale, rows)
+    if fmt == "markdown":
+        return "\n".join([head, "", *lines, "", render_compute(costs, machines)]) + "\n"
+    # text: the same, plain and within 80 columns, each command whole on a line of its own
+    text = [plain(x.rsplit(" (`", 1)[0], "  ") + f"\n    {r['command']}" for x, r in zip(lines, rows)]
+    return "\n".join([plain(head), "", *text, "", compute_text(costs, machines)]) + "\n"
+
+
+def plain(text: str, indent: str = "") -> str:
+    """A line of the Markdown forms above as plain text within 80 columns: no emphasis or code marks."""
+    import textwrap
+    return textwrap.fill(text.replace("**", "").replace("`", ""), 80, subsequent_indent=indent,
+                         break_on_hyphens=False, break_long_words=False)
+
+
+def compute_text(costs: list[dict], machines: dict[str, dict]) -> str:
+    """render_compute's table as plain lines, one per task and depth, within 80 columns."""
+    labels = sorted({label for c in costs for label in c["seconds"]}, key=lambda x: ("thread" in x, x))
+    hours = lambda s: f"{s / 3600:.1f} h" if s >= 3600 else f"{s / 60:.0f} min"
+    out = [plain("The compute they need: hours of training at the pace the records kept (of the recipe, else of "
+                 "its depth) on each machine that priced them; evaluation adds minutes.")]
+    if not labels:
+        return out[0] + " No record keeps a pace yet."
+    for c in costs:
+        priced = [f"{hours(c['seconds'][label])} on {label}" for label in labels if label in c["seconds"]]
+        out.append(plain(f"- {c['task']} {c['depth']}, {c['runs']} runs: {'; '.join(priced) or 'not priced'}",
+                         "  "))
+    names = {label.split(",")[0]: machines[label]["words"] for label in labels}
+    out.append(plain("Machines: " + "; ".join(f"{short}: {full}" for short, full in names.items()) + "."))
+    return "\n".join(out)
 
 
 def render_compute(costs: list[dict], machines: dict[str, dict]) -> str:
