@@ -589,14 +589,18 @@ def wall_time(estimates: list[float], jobs: int) -> float:
 
 def describe_plan(runs: list[PlannedRun], jobs: int = 1, grouped: list[list[PlannedRun]] | None = None,
                   device: str = "cpu") -> str:
-    lines = []
+    import textwrap
+
+    from repro.tables.render import plain_table
+    body = []
     for r in runs:
         est = "cost unknown"
         if r.estimate_s is not None:
             est = f"~{r.estimate_s / 60:.0f} min" + (f" ({r.estimate_from})" if r.estimate_from else "")
         detail = r.detail if r.estimate_s is not None or not r.estimate_from else \
             "; ".join(x for x in (r.detail, r.estimate_from) if x)
-        lines.append(f"{r.state:8} {r.name:45} {est:>36}  {detail}")
+        body.append([r.state, r.name, est, detail])
+    lines = [plain_table(["state", "run", "cost", "detail"], body).rstrip("\n")] if body else []
     todo = [r for r in runs if r.state != "done"]
     # a cost read from other machines' records is no time on this one: shown per run, left out of the totals
     priced = lambda r: r.estimate_s is not None and "other machines" not in r.estimate_from
@@ -611,10 +615,11 @@ def describe_plan(runs: list[PlannedRun], jobs: int = 1, grouped: list[list[Plan
                   else lane[0].estimate_s for lane in grouped if all(priced(r) for r in lane)]
         measured = ", ".join(f"{n} seeds {g:.1f}x" for n, g in sorted(gains.items()) if g)
         plural = "s" if len(groups) > 1 else ""
-        lines.append(f"grouped: {sum(len(g) for g in groups)} runs train as {len(groups)} group{plural} of seeds, "
-                     f"one process each (--no-group: one process per run); "
-                     + (f"measured gain on {device}: {measured}" if measured else
-                        f"no group gain measured on {device} (benchmarks/group_step.py), none assumed"))
+        lines.append(textwrap.fill(
+            f"grouped: {sum(len(g) for g in groups)} runs train as {len(groups)} group{plural} of seeds, "
+            f"one process each (--no-group: one process per run); "
+            + (f"measured gain on {device}: {measured}" if measured else
+               f"no group gain measured on {device} (benchmarks/group_step.py), none assumed"), 80))
         known = lane_s
         if known:
             total = f"; about {sum(known) / 3600:.1f} h of processes where earlier runs tell"
@@ -624,7 +629,7 @@ def describe_plan(runs: list[PlannedRun], jobs: int = 1, grouped: list[list[Plan
         total += f"; {foreign} run{'s' if foreign > 1 else ''} priced from other machines only, not in the total"
     counts = ", ".join(f"{sum(r.state == s for r in runs)} {s}" for s in ("done", "running", "partial", "missing")
                        if s != "running" or any(r.state == s for r in runs))
-    return "\n".join(lines + [f"{len(runs)} runs: {counts}{total}"]) + "\n"
+    return "\n".join(lines + [textwrap.fill(f"{len(runs)} runs: {counts}{total}", 80)]) + "\n"
 
 
 def device_name(on_gpu: bool) -> str:

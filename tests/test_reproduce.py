@@ -220,7 +220,7 @@ def test_plan_estimates_from_the_recipe_then_its_depth_on_this_machine_first(tmp
         (9000.0, "other machines")
     assert (runs["60L-12L-b2t-mini-s1"].estimate_s, runs["60L-12L-b2t-mini-s1"].estimate_from) == \
         (9000.0, "its depth, other machines")
-    text = describe_plan(list(runs.values()))
+    text = " ".join(describe_plan(list(runs.values())).split())  # the totals wrap at 80 columns
     assert "~120 min (its depth)" in text and "~150 min (its depth, other machines)" in text
     # 18L-18L Post-LN and Pre-LN at two hours each; 60L-12L B2T's 2.5 h are another machine's, no time here
     assert "about 4.0 h of runs where earlier runs tell; 1 run priced from other machines only, not in the total" \
@@ -416,6 +416,6 @@ def test_plan_states_the_grids_wall_time_under_its_jobs():
     runs = [PlannedRun("6L-6L-b2t", "mini", s, Path(f"/tmp/r{s}")) for s in (1, 2, 3, 4)]
     for r in runs:
         r.state, r.detail, r.estimate_s, r.estimate_from = "missing", "", 3600.0, ""
-    text = describe_plan(runs, jobs=2)
+    text = " ".join(describe_plan(runs, jobs=2).split())  # the totals wrap at 80 columns
     assert "about 4.0 h of runs where earlier runs tell, 2.0 h of wall time at 2 at once" in text
     assert "wall time" not in describe_plan(runs, jobs=1)
