@@ -218,7 +218,7 @@ def test_user_round_two_small_surprises(tmp_path, monkeypatch):
     runner = CliRunner()
     repo = Path(__file__).resolve().parents[1]
     md = runner.invoke(app, ["table", "7", "--format", "markdown"]).output
-    assert "| Machine Translation | Learning rate | Learning rate | 0.001 | 0.001 |" in md
+    assert "| Machine Translation | Learning rate | 0.001 | 0.001 |" in md  # no Metric column repeating the Row
     (tmp_path / "empty").mkdir()
     out = runner.invoke(app, ["figure", "9", "--results", str(tmp_path / "empty"), "--out", str(tmp_path / "f.png")])
     assert out.exit_code == 2 and "lnrepro train recipes/36L-36L-b2t.yaml --scale mini" in out.output

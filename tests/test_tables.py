@@ -220,6 +220,11 @@ def test_piped_output_at_80_columns_never_truncates(tmp_path):
         text = out.stdout + out.stderr
         assert "…" not in text and text.strip(), args
     assert "B2T connection" in text or "B2T" in text
+    outs = {n: subprocess.run([sys.executable, "-m", "repro.cli", "table", n, "--results", str(tmp_path)], env=env,
+                              capture_output=True, text=True, check=True).stdout for n in ("7", "8")}
+    for out in outs.values():  # plain text within 80 columns, no Markdown
+        assert all(len(x) <= 80 and not x.startswith(("|", "**")) for x in out.splitlines()), out
+    assert outs["7"].splitlines()[2].split() == ["Task", "Row", "Paper", "Ours"]  # its Metric only repeated the Row
 
 
 def test_runs_lists_every_current_record_with_its_machine_and_times(tmp_path):

@@ -328,9 +328,13 @@ def _simple(rows: list[dict], fmt: str, title: str, scale: str) -> str | None:
     # Table 8's hours to two decimals; Table 7's hyper-parameters as written (a learning rate of 0.001)
     show = lambda v: ("not run" if v is None else f"{v:.2f}" if isinstance(v, float) and rows[0]["table"] == 8
                       else f"{v:g}" if isinstance(v, float) else str(v))
+    # a Metric column that only repeats the Row (Table 7) is left out of the tables people read
+    metric = any(r["metric"] != r["method"] for r in rows)
+    cells = lambda r: [r["group"], r["method"], *([r["metric"]] if metric else []), str(r["paper"]), show(r["ours"])]
+    head = ["Task", "Row", *(["Metric"] if metric else []), "Paper", "Ours"]
     if fmt == "markdown":
-        lines = [f"**{title}**", "", "| Task | Row | Metric | Paper | Ours |", "|---|---|---|---|---|"]
-        lines += [f"| {r['group']} | {r['method']} | {r['metric']} | {r['paper']} | {show(r['ours'])} |" for r in rows]
+        lines = [f"**{title}**", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        lines += ["| " + " | ".join(cells(r)) + " |" for r in rows]
         return "\n".join(lines) + "\n"
     if fmt == "latex":
         lines = [r"\begin{tabular}{llllr}", r"\toprule", r"Task & Row & Metric & Paper & Ours \\", r"\midrule"]
@@ -351,7 +355,8 @@ def _simple(rows: list[dict], fmt: str, title: str, scale: str) -> str | None:
         t.add_row(Text(r["group"]), Text(r["method"]), Text(r["metric"]), Text(str(r["paper"])),
                   ours if isinstance(ours, Text) else Text(ours))
     if not console.is_terminal or console.measure(t).maximum > console.width:
-        return _simple(rows, "markdown", title, scale)  # piped or narrow: never truncate
+        # piped or narrow: plain text within 80 columns, never truncated
+        return "\n".join(textwrap.wrap(title, 80)) + "\n\n" + plain_table(head, [cells(r) for r in rows])
     console.print(t)
     return None
 
