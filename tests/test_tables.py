@@ -457,3 +457,27 @@ def test_a_trained_run_not_yet_evaluated_reads_so_not_n_a(tmp_path):
     assert rows[("pre_ln", "2014")] == "no such column" and rows[("pre_ln", "Average")] == "ok"
     text = render_table(1, scale="mini", fmt="text", results_dir=tmp_path)
     assert "not evaluated" in text and "n/a" in text
+
+
+def test_every_text_listing_fits_80_columns_without_markdown(tmp_path):
+    """`claims`, `claims --changed`, `runs`, `runs --missing`, `recipes`, `reproduce 1 --plan`, `table 7` and
+    `table 8`, in a terminal of 80 columns: no line over 80 characters, no Markdown table or emphasis."""
+    fixture_records(tmp_path)
+    listings = [["claims"], ["claims", "--changed"], ["runs"], ["runs", "--missing"], ["recipes"],
+                ["reproduce", "1", "--scale", "mini", "--seeds", "5", "--plan", "--runs", str(tmp_path / "runs")],
+                ["table", "7"], ["table", "8", "--scale", "mini"]]
+    code = ("import json, sys\nfrom typer.testing import CliRunner\nfrom repro.cli import app\n"
+            f"out = {{}}\nfor args in {listings!r}:\n"
+            f"    extra = [] if args[0] == 'recipes' else ['--results', {str(tmp_path)!r}]\n"
+            "    r = CliRunner().invoke(app, [*args, *extra])\n"
+            "    out[' '.join(args[:2])] = (r.exit_code, r.output)\n"
+            "print(json.dumps(out))")
+    env = {**os.environ, "COLUMNS": "80"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[1],
+                          timeout=600)
+    assert done.returncode == 0, done.stderr
+    for name, (code_, text) in json.loads(done.stdout).items():
+        assert code_ == 0 and text.strip(), (name, text)
+        bad = [x for x in text.splitlines() if len(x) > 80 or x.startswith("|") or "**" in x]
+        assert not bad, (name, bad[:3])
