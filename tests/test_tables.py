@@ -474,8 +474,7 @@ def test_every_text_listing_fits_80_columns_without_markdown(tmp_path):
             "print(json.dumps(out))")
     env = {**os.environ, "COLUMNS": "80"}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                          cwd=Path(__file__).resolve().parents[1],
-                          timeout=600)
+                          cwd=Path(__file__).resolve().parents[1], timeout=600)
     assert done.returncode == 0, done.stderr
     for name, (code_, text) in json.loads(done.stdout).items():
         assert code_ == 0 and text.strip(), (name, text)
