@@ -171,6 +171,15 @@ def test_curves_of_any_runs_in_one_png(tmp_path):
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     data = json.loads(js.read_text())
     assert data["a"]["loss"] == [[1, 5.0], [2, 4.0]] and data["b"]["valid_nll"] == [[2, 5.5]]
+    (tmp_path / "b" / "status.json").write_text('{"status": "failed", "reason": "diverged"}')  # marked as failed
+    r = runner.invoke(app, ["curves", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(out), "--json", str(js)])
+    assert r.exit_code == 0 and list(json.loads(js.read_text())) == ["a", "b (failed)"]
+    cell = tmp_path / "res/mini/6L-6L-b2t"  # a record's log: as its record says
+    cell.mkdir(parents=True)
+    (cell / "seed1.log.jsonl").write_text((tmp_path / "a" / "log.jsonl").read_text())
+    (cell / "seed1.json").write_text('{"status": "failed", "reason": "diverged"}')
+    r = runner.invoke(app, ["curves", str(cell / "seed1.log.jsonl"), "--out", str(out), "--json", str(js)])
+    assert r.exit_code == 0 and list(json.loads(js.read_text())) == ["6L-6L-b2t/seed1 (failed)"]
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "log.jsonl").write_text("{not json\n")
     r = runner.invoke(app, ["curves", str(tmp_path / "bad")])

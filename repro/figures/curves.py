@@ -22,6 +22,25 @@ def read_log(path: Path) -> list[dict]:
     return read_jsonl(log_file(path))
 
 
+def ended_failed(path: Path) -> bool:
+    """Whether the run of `path` ended failed: as its status.json says (a run directory), or as the judging rules
+    read its record (a record's log: a run that learned nothing has failed), against the references of the results
+    folder it sits in. A file that cannot be read says nothing."""
+    from repro.judging import judge_record, references_for
+    from repro.references import REFERENCES, load_references
+    from repro.results import RESULTS_DIR, read_json
+    path = Path(path)
+    status = path / "status.json" if path.is_dir() else path.with_name(path.name.replace(".log.jsonl", ".json"))
+    try:
+        data = read_json(status) if status.is_file() else {}
+    except ValueError:
+        return False
+    if not isinstance(data, dict) or path.is_dir() or data.get("status") != "completed":
+        return isinstance(data, dict) and data.get("status") == "failed"
+    results = next((d for d in path.resolve().parents if (d / REFERENCES).is_dir()), Path(RESULTS_DIR))
+    return judge_record(data, references_for(data, load_references(results)))[0] == "failed"
+
+
 def series(rows: list, key: str, log: Path) -> list[tuple[int, float]]:
     """(update, value) of every row that has `key`; a row that is not a log row (not a mapping, no whole update,
     a value that is not a number) is a one-line ValueError naming the file and the line. Infinity and NaN stay:
@@ -41,7 +60,8 @@ def series(rows: list, key: str, log: Path) -> list[tuple[int, float]]:
 
 
 def draw_curves(paths: list[Path], out: Path, json_path: Path | None = None) -> dict:
-    """Training loss (left) and validation NLL (right) against updates, one line per run, named by its folder."""
+    """Training loss (left) and validation NLL (right) against updates, one line per run, named by its folder; a
+    run that ended failed is dashed and named so."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -54,6 +74,8 @@ def draw_curves(paths: list[Path], out: Path, json_path: Path | None = None) -> 
         rows = read_log(p)
         p = Path(p)
         name = p.name if p.is_dir() else f"{p.parent.name}/{p.name.replace('.log.jsonl', '')}"  # a record's log
+        if ended_failed(p):
+            name += " (failed)"
         while name in data:
             name += "'"
         data[name] = {"loss": series(rows, "loss", log), "valid_nll": series(rows, "valid_nll", log)}
@@ -65,7 +87,8 @@ def draw_curves(paths: list[Path], out: Path, json_path: Path | None = None) -> 
         for name, curves in data.items():
             if curves[key]:
                 xs, ys = zip(*curves[key])
-                ax.plot(xs, ys, label=name, marker="o" if key == "valid_nll" else None, markersize=3)
+                ax.plot(xs, ys, label=name, marker="o" if key == "valid_nll" else None, markersize=3,
+                        linestyle="--" if name.endswith(("(failed)", "(failed)'")) else "-")
         ax.set_xlabel("updates")
         ax.set_ylabel(label)
         ax.legend(fontsize=8)
