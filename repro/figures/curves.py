@@ -91,7 +91,8 @@ def draw_curves(paths: list[Path], out: Path, json_path: Path | None = None) -> 
                         linestyle="--" if name.endswith(("(failed)", "(failed)'")) else "-")
         ax.set_xlabel("updates")
         ax.set_ylabel(label)
-        ax.legend(fontsize=8)
+        if ax.lines:  # a side no run logged stays empty, without a legend
+            ax.legend(fontsize=8)
     fig.tight_layout()
     save_figure(fig, out, json_path, data, tuple(logs))
     return data
