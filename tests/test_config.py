@@ -255,13 +255,6 @@ def test_cli_help_version_recipes():
     assert result.exit_code == 0, result.output
     result = runner.invoke(app, ["train", str(REPO / "recipes/18L-18L-b2t.yaml"), "--print-config", "--scale", "mini"])
     assert result.exit_code == 0 and "variant: b2t" in result.output and "encoder_layers: 18" in result.output
-    for task in ("mt", "gigaword", "librispeech", "wikitext103"):  # each scale describes its own data
-        from repro.config import resolve
-        recipe = next(p for p in sorted((REPO / "recipes").rglob("*.yaml")) if "base" not in p.parts
-                      and "calibration" not in p.parts and resolve(p).recipe.data.corpus.startswith(
-                          {"mt": "wmt", "gigaword": "gigaword", "librispeech": "librispeech",
-                           "wikitext103": "wikitext"}[task]))
-        assert resolve(recipe, "tiny").recipe.description.startswith("tiny generated"), recipe
 
 
 def test_unbuilt_and_unknown_prepare_exit_2():
