@@ -218,8 +218,8 @@ def render(sets: list[DecisiveSet], hours: float | None, fmt: str = "text", limi
     if hours is not None or limit:
         head += (f"; {'within ' + format(hours, 'g') + ' h' if hours is not None else f'the first {limit}'}: sets {', '.join(str(sets.index(s) + 1) for s in chosen) or 'none'} "
                  f"(marked *)")
-    import textwrap
-    return "\n".join(textwrap.wrap(head, 80)) + "\n\n" + plain_table(["#", "state", "kind", "runs", "cost",
+    from repro.tables.render import wrap
+    return wrap(head) + "\n\n" + plain_table(["#", "state", "kind", "runs", "cost",
                                                                      "claims: why"], body)
 
 

@@ -589,9 +589,7 @@ def wall_time(estimates: list[float], jobs: int) -> float:
 
 def describe_plan(runs: list[PlannedRun], jobs: int = 1, grouped: list[list[PlannedRun]] | None = None,
                   device: str = "cpu") -> str:
-    import textwrap
-
-    from repro.tables.render import plain_table
+    from repro.tables.render import plain_table, wrap
     body = []
     for r in runs:
         est = "cost unknown"
@@ -615,11 +613,11 @@ def describe_plan(runs: list[PlannedRun], jobs: int = 1, grouped: list[list[Plan
                   else lane[0].estimate_s for lane in grouped if all(priced(r) for r in lane)]
         measured = ", ".join(f"{n} seeds {g:.1f}x" for n, g in sorted(gains.items()) if g)
         plural = "s" if len(groups) > 1 else ""
-        lines.append(textwrap.fill(
+        lines.append(wrap(
             f"grouped: {sum(len(g) for g in groups)} runs train as {len(groups)} group{plural} of seeds, "
             f"one process each (--no-group: one process per run); "
             + (f"measured gain on {device}: {measured}" if measured else
-               f"no group gain measured on {device} (benchmarks/group_step.py), none assumed"), 80))
+               f"no group gain measured on {device} (benchmarks/group_step.py), none assumed")))
         known = lane_s
         if known:
             total = f"; about {sum(known) / 3600:.1f} h of processes where earlier runs tell"
@@ -629,7 +627,7 @@ def describe_plan(runs: list[PlannedRun], jobs: int = 1, grouped: list[list[Plan
         total += f"; {foreign} run{'s' if foreign > 1 else ''} priced from other machines only, not in the total"
     counts = ", ".join(f"{sum(r.state == s for r in runs)} {s}" for s in ("done", "running", "partial", "missing")
                        if s != "running" or any(r.state == s for r in runs))
-    return "\n".join(lines + [textwrap.fill(f"{len(runs)} runs: {counts}{total}", 80)]) + "\n"
+    return "\n".join(lines + [wrap(f"{len(runs)} runs: {counts}{total}")]) + "\n"
 
 
 def device_name(on_gpu: bool) -> str:

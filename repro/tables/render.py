@@ -198,6 +198,11 @@ def to_csv(rows: list[dict]) -> str:
 TEXT_WIDTH = 80  # every text-mode listing fits 80 columns, in a terminal and in a pipe alike
 
 
+def wrap(text: str, indent: str = "") -> str:
+    """A paragraph of a text-mode listing within TEXT_WIDTH, its later lines indented; words never split."""
+    return textwrap.fill(text, TEXT_WIDTH, subsequent_indent=indent, break_on_hyphens=False, break_long_words=False)
+
+
 def plain_table(headers: list[str], rows: list[list[str]], width: int = TEXT_WIDTH) -> str:
     """Columns aligned with two spaces, the last one unpadded: the same in a terminal and in a pipe, and a long
     last cell never pushes the others apart. A line that would pass `width` wraps its last cell under itself, or,
@@ -356,7 +361,7 @@ def _simple(rows: list[dict], fmt: str, title: str, scale: str) -> str | None:
                   ours if isinstance(ours, Text) else Text(ours))
     if not console.is_terminal or console.measure(t).maximum > console.width:
         # piped or narrow: plain text within 80 columns, never truncated
-        return "\n".join(textwrap.wrap(title, 80)) + "\n\n" + plain_table(head, [cells(r) for r in rows])
+        return wrap(title) + "\n\n" + plain_table(head, [cells(r) for r in rows])
     console.print(t)
     return None
 

@@ -96,8 +96,8 @@ def render_runs(results_dir: Path, scale: str, fmt: str = "text") -> str:
     eval_s = lambda r: "none" if r["evaluation_s"] is None else f"{r['evaluation_s']:.0f} s"
     body = [[r["recipe"], str(r["seed"]), r["status"], str(r["updates"] or "?"), _minutes(r["training_s"]),
              eval_s(r), r["machine"]] for r in rows]
-    import textwrap
-    return ("\n".join(textwrap.wrap(f"{title} (all columns: --format markdown)", 80)) + "\n\n"
+    from repro.tables.render import wrap
+    return (wrap(f"{title} (all columns: --format markdown)") + "\n\n"
             + plain_table(["Recipe", "Seed", "Status", "Updates", "Training", "Eval", "Machine"], body))
 
 
@@ -215,9 +215,8 @@ def render_missing(results_dir: Path, scale: str, fmt: str = "text") -> str:
 
 def plain(text: str, indent: str = "") -> str:
     """A line of the Markdown forms above as plain text within 80 columns: no emphasis or code marks."""
-    import textwrap
-    return textwrap.fill(text.replace("**", "").replace("`", ""), 80, subsequent_indent=indent,
-                         break_on_hyphens=False, break_long_words=False)
+    from repro.tables.render import wrap
+    return wrap(text.replace("**", "").replace("`", ""), indent)
 
 
 def compute_text(costs: list[dict], machines: dict[str, dict]) -> str:
