@@ -88,8 +88,8 @@ def test_resume_equals_uninterrupted(tiny_root, tmp_path):
     assert first["hardware"]["threads"] == second["hardware"]["threads"] == torch.get_num_threads()
     assert first["duration_s"] >= 0 and second["duration_s"] >= 0  # a tiny stretch can round to 0.0
     assert abs(first["duration_s"] + second["duration_s"] - resumed["duration_s"]) <= 0.2
-    # ...and the process's CPU seconds (did it have its cores alone): a tiny stretch's too can round to 0.0
-    assert first["cpu_s"] >= 0 and second["cpu_s"] >= 0 and first["cpu_s"] + second["cpu_s"] > 0
+    # ...and the process's CPU seconds (did it have its cores alone): on a fast machine both tiny stretches round to 0.0
+    assert all(isinstance(s["cpu_s"], float) and s["cpu_s"] >= 0 for s in (first, second))
     assert [(s["from_update"], s["to_update"]) for s in full["segments"]] == [(0, 6)]
     from repro.cli import run_record
     whole = run_record(tmp_path / "full", full, resolve(recipe, "tiny", sets), {})
