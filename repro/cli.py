@@ -104,6 +104,7 @@ def prepare(dataset: str = typer.Argument(..., help=f"One of: {', '.join(DATASET
     Example: lnrepro prepare multi30k --source ../shared/data/multi30k
     """
     root = root or default_root()
+    check_folder(root, "--root", writable=True)
     if source is not None and not source.exists():
         fail(f"--source {source}: no such folder")
     try:

@@ -151,12 +151,13 @@ def read_json(path: Path):
 def read_jsonl(path: Path) -> list:
     """A JSON-lines log's rows; a garbled line is a one-line ValueError naming the file and the line."""
     rows = []
-    for i, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+    for i, line in enumerate(Path(path).read_bytes().split(b"\n"), 1):
         if line.strip():
             try:
-                rows.append(json.loads(line))
-            except ValueError:
-                raise ValueError(f"{path}: line {i} is not JSON; restore the file or remove that line") from None
+                rows.append(json.loads(line.decode("utf-8")))
+            except ValueError:  # UnicodeDecodeError too
+                raise ValueError(f"{path}: line {i} is not JSON in UTF-8; restore the file or remove that line") \
+                    from None
     return rows
 
 

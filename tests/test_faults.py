@@ -597,6 +597,16 @@ def test_hostile_round_three_inputs_are_one_line(tmp_path):
             parse_seeds(text)
     with pytest.raises(ValueError, match=f"more than {MAX_GROUP_SEEDS} seeds"):
         parse_seeds("1-1000")
+    # errors that name their file: a data root that is a file; a log that is not UTF-8
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    one_line_exit_2(runner.invoke(app, ["prepare", "tiny", "--root", str(afile)]),
+                    f"--root {afile}: {afile} is a file, not a folder")
+    run = tmp_path / "latin1"
+    run.mkdir()
+    (run / "log.jsonl").write_bytes(b'{"step": 1, "loss": 2.0}\n{"note": "\xe9"}\n')
+    one_line_exit_2(runner.invoke(app, ["curves", str(run), "--out", str(tmp_path / "c.png")]),
+                    f"{run / 'log.jsonl'}: line 2 is not JSON in UTF-8")
 
 
 def test_an_odd_stop_file_still_stops_the_run_with_its_text(tmp_path):

@@ -14,7 +14,7 @@ from repro.data.text import PAD, read_meta
 from repro.model.build import build_model
 from repro.train import checkpoint
 from repro.train.group import check_group, pad_rows
-from repro.train.loop import train_group, train_run
+from repro.train.loop import RunDirError, train_group, train_run
 from repro.train.optim import load_optimizer_state, make_optimizer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -122,6 +122,15 @@ def test_a_killed_group_resumes_as_if_it_had_not_been(tiny_root, tmp_path):
         x, y = checkpoint.load(a / "checkpoint_6.pt"), checkpoint.load(b / "checkpoint_6.pt")
         assert all(torch.equal(x["model"][k], y["model"][k]) for k in x["model"])
         assert log_rows(a) == log_rows(b)
+    # members whose checkpoints do not meet: one line naming the member's folder and what it holds
+    apart = [tmp_path / "apart" / f"m{i}" for i in range(2)]
+    shutil.copytree(tmp_path / "full", tmp_path / "apart")
+    for run, gone in zip(apart, ("checkpoint_3.pt", "checkpoint_6.pt")):
+        (run / "status.json").unlink()
+        (run / gone).unlink()
+    with pytest.raises(RunDirError, match=r"m0: the group's members meet at update 3, but this member holds no "
+                                          r"checkpoint of it \(checkpoint_6.pt\)"):
+        train_group(recipes, apart, tiny_root, resume=True)
 
 
 def test_padding_adds_rows_and_columns_that_count_for_nothing():
@@ -226,3 +235,60 @@ def test_a_stop_request_ends_a_run_at_its_next_log_line_or_validation_completed_
     request_stop(tmp_path / "alone", "enough")
     alone = train_run(resolve(RECIPE, "tiny", sets + ["train.log_interval=5"]), tmp_path / "alone", tiny_root)
     assert (alone["status"], alone["step"], alone["reason"]) == ("completed", 3, "enough")
+
+
+class Killed(BaseException):
+    """A kill -9 between two file writes: nothing of the run's own clean-up runs (not an Exception)."""
+
+
+def test_a_group_killed_before_any_write_around_a_members_end_resumes_bit_for_bit(tiny_root, tmp_path, monkeypatch):
+    """A member ends at a stop request between two checkpoints. Killed before each of the run's checkpoint and status
+    writes in turn (its own stop checkpoint, the others' checkpoints at its end, its status, every later one), the
+    group resumes to the weights, logs and statuses of the group that was never killed."""
+    from repro.train import loop
+    from repro.train.loop import request_stop
+    sets = SMALL + ["optim.max_updates=6", "train.save_interval=2", "train.log_interval=3",
+                    "train.validate_interval=100", "train.keep_last=1", "eval.average_last=1"]
+    recipes = [resolve(RECIPE, "tiny", sets + [f"train.seed={s}"]) for s in (1, 2, 3)]
+
+    def run(name: str, kill_at: int | None = None) -> tuple[list[Path], int]:
+        dirs = [tmp_path / name / f"m{i}" for i in range(3)]
+        request_stop(dirs[1], "settled")
+        writes = 0
+        save, write_text = checkpoint.save, loop.atomic_write_text
+
+        def counted(real):
+            def write(*args, **kwargs):
+                nonlocal writes
+                writes += 1
+                if writes == kill_at:
+                    raise Killed
+                return real(*args, **kwargs)
+            return write
+        monkeypatch.setattr(checkpoint, "save", counted(save))
+        monkeypatch.setattr(loop, "atomic_write_text", counted(write_text))
+        try:
+            train_group(recipes, dirs, tiny_root)
+        except Killed:
+            monkeypatch.setattr(checkpoint, "save", save)
+            monkeypatch.setattr(loop, "atomic_write_text", write_text)
+            train_group(recipes, dirs, tiny_root, resume=True)
+        monkeypatch.setattr(checkpoint, "save", save)
+        monkeypatch.setattr(loop, "atomic_write_text", write_text)
+        return dirs, writes
+
+    full, writes = run("full")
+    assert writes >= 12  # 3 at update 2; the stop's, the others' at its end (3) and its status; 4 and 6; 2 statuses
+    ends = [json.loads((m / "status.json").read_text()) for m in full]
+    assert [(s["status"], s["step"], s["reason"]) for s in ends] == [("completed", 6, ""), ("completed", 3, "settled"),
+                                                                     ("completed", 6, "")]
+    for k in range(1, writes + 1):
+        cut, _ = run(f"kill{k}", kill_at=k)
+        for a, b in zip(full, cut):
+            x = checkpoint.load(checkpoint.list_checkpoints(a)[-1])
+            y = checkpoint.load(checkpoint.list_checkpoints(b)[-1])
+            assert x["step"] == y["step"] and all(torch.equal(x["model"][n], y["model"][n]) for n in x["model"]), (k, b)
+            assert log_rows(a) == log_rows(b), k
+            ends = [json.loads((m / "status.json").read_text()) for m in (a, b)]
+            assert [(e["status"], e["step"], e["reason"]) for e in ends][0] == [(e["status"], e["step"], e["reason"])
+                                                                               for e in ends][1], k

@@ -384,6 +384,7 @@ class Member:
     existing: str | None = None
     state: dict | None = None  # the checkpoint it resumes from
     newest: Path | None = None
+    resuming: bool = False  # a stop request in its directory stands (a new run, --overwrite, drops it)
     finished: dict | None = None  # a group member that had ended before this resume: its status
     health: HealthMonitor | None = None
     epoch: int = 1
@@ -463,7 +464,7 @@ def open_member(resolved: ResolvedRecipe, run_dir: Path, resume: bool, overwrite
                           f"{' with ' + ' '.join(resolved.overrides) if resolved.overrides else ''} resolves to "
                           f"{resolved.hash()}: resume with the same recipe and --set values, or pass "
                           f"--allow-recipe-change")
-    return Member(resolved, Path(run_dir), existing, state, newest)
+    return Member(resolved, Path(run_dir), existing, state, newest, resuming=resume)
 
 
 def align_group(members: list[Member], resume: bool) -> None:
@@ -489,7 +490,11 @@ def align_group(members: list[Member], resume: bool) -> None:
         if common == 0:  # a member without any checkpoint: the whole group starts again
             m.state = m.newest = None
         else:
-            m.newest = next(p for p in checkpoint.resumable(m.run_dir) if checkpoint.step_of(p) == common)
+            m.newest = next((p for p in checkpoint.resumable(m.run_dir) if checkpoint.step_of(p) == common), None)
+            if m.newest is None:
+                held = ", ".join(p.name for p in checkpoint.resumable(m.run_dir))
+                raise RunDirError(f"{m.run_dir}: the group's members meet at update {common}, but this member holds "
+                                  f"no checkpoint of it ({held}): resume it alone, or start the group with --overwrite")
             m.state = checkpoint.load(m.newest)
 
 
@@ -591,6 +596,9 @@ def _train(recipes: list[ResolvedRecipe], run_dirs: list[Path], data_root: Path,
         if torch.cuda.is_available() and resumed["rng"].get("cuda") is not None:
             torch.cuda.set_rng_state(resumed["rng"]["cuda"])
     for m in live:
+        # a member that ended at a stop request and was killed before its status: it ends here again, as it did
+        m.stopped = m.state.get("stopped") if m.state else None
+        m.window = {**new_window(), **(m.state.get("window", {}) if m.state else {})}
         m.state = None  # loaded: free it
 
     t0, c0 = time.time(), time.process_time()
@@ -605,8 +613,9 @@ def _train(recipes: list[ResolvedRecipe], run_dirs: list[Path], data_root: Path,
 
     from_update = step
 
-    def save_checkpoints(runs: list[Member], kind: str = "checkpoint") -> None:
-        """Every member's checkpoint of this update: a save_interval one, or (`kind` "resume") one on wall time."""
+    def save_checkpoints(runs: list[Member], kind: str = "checkpoint", prune: bool = True) -> None:
+        """Every member's checkpoint of this update: a save_interval one, or (`kind` "resume") one on wall time or
+        at a member's end."""
         nonlocal saved_at
         saved_at = time.time()
         if not d.main:
@@ -618,10 +627,17 @@ def _train(recipes: list[ResolvedRecipe], run_dirs: list[Path], data_root: Path,
             state = {"model": model_state, "optimizer": optimizer_state, "step": step, "epoch": m.epoch,
                      "position": m.position, "elapsed": m.elapsed_before + time.time() - t0,
                      "health": m.health.state_dict(), "segments": segments(m), "rng": rng,
-                     "recipe_hash": m.resolved.hash(), **({"group": m.status["group"]} if "group" in m.status else {})}
+                     "recipe_hash": m.resolved.hash(), **({"group": m.status["group"]} if "group" in m.status else {}),
+                     "window": {k: v for k, v in m.window.items() if k != "time"},  # sums toward the next log line
+                     **({"stopped": m.stopped} if m.stopped else {})}  # its end, should the status not follow
             checkpoint.save(state, m.run_dir, step, keep_last=None, kind=kind)
-        for m in runs:  # only once every member has this update's checkpoint (align_group)
-            checkpoint.prune(m.run_dir, m.r.train.keep_last)
+        if prune:
+            prune_all(runs)
+
+    def prune_all(runs: list[Member]) -> None:
+        if d.main:  # only once every member has this update's checkpoint (align_group)
+            for m in runs:
+                checkpoint.prune(m.run_dir, m.r.train.keep_last)
 
     saved_at = time.time()
 
@@ -645,30 +661,42 @@ def _train(recipes: list[ResolvedRecipe], run_dirs: list[Path], data_root: Path,
             if m.tb:
                 m.tb.row(row)
 
-    active = list(live)
+    active, ended = list(live), []
 
     def drop_ended() -> None:
-        """Members that failed, or were asked to stop, end here; the others train on."""
+        """Members that failed, or were asked to stop, leave the group here; the others train on. Their status is
+        written at the end of the update (`end_members`), after the others' checkpoints."""
         nonlocal active
         keep = [m.failed is None and m.stopped is None for m in active]
         if all(keep):
             return
-        ended = [m for m, k in zip(active, keep) if not k]
-        stopped = [m for m in ended if m.failed is None]
-        if stopped:  # its last update's weights, as a run at its end keeps them (the checkpoint of a save_interval
-            # update comes after this, for the members still training only)
-            save_checkpoints(stopped)
-        for m in ended:
-            finish(m)
+        gone = [m for m, k in zip(active, keep) if not k]
+        stopped = [m for m in gone if m.failed is None]
+        if stopped:  # its last update's weights, as a run at its end keeps them
+            save_checkpoints(stopped, prune=False)
+        ended.extend(gone)
         engine.drop(keep)
         active = [m for m, k in zip(active, keep) if k]
+
+    def end_members() -> None:
+        """The members that ended at this update: the others checkpoint here first, so that a kill at any point
+        resumes the group as it trained on. Killed before that, the group resumes from its last common checkpoint
+        with the ended members, which end again as they did; killed after, from this update without them."""
+        if active:
+            save_checkpoints(active, "checkpoint" if step % r.train.save_interval == 0 else "resume", prune=False)
+        for m in ended:
+            finish(m)
+        prune_all(active + ended)
+        ended.clear()
 
     # -- the loop: one update of every member, then its logging, validation and checkpoint ------------------
     interrupted = None
     title = f"train {members[0].resolved.name}" + (f" seeds {','.join(map(str, group['seeds']))}" if group else "")
     for m in live:
-        m.window = new_window()
         m.tb = TensorBoard(m.run_dir, step) if tensorboard and d.main else None
+    drop_ended()
+    if ended:
+        end_members()
     with progress_bar(title, r.optim.max_updates) as bar, StopRequest() as stop:
         bar.advance(step)
         while active and step < r.optim.max_updates:
@@ -693,7 +721,9 @@ def _train(recipes: list[ResolvedRecipe], run_dirs: list[Path], data_root: Path,
                     asked = stop_reason(m.run_dir, d, device)  # on every process: it may all-reduce
                     m.stopped = None if m.failed else asked
                 drop_ended()
-            if active and step % r.train.save_interval == 0:
+            if ended:
+                end_members()
+            elif active and step % r.train.save_interval == 0:
                 save_checkpoints(active)
             elif active and step % r.train.log_interval == 0 and wall_clock_due(saved_at, d, device):
                 save_checkpoints(active, kind="resume")  # at a log line: every process asks at the same update
@@ -774,8 +804,8 @@ def prepare_member(m: Member, d: Dist, meta: dict, update_freq: int, merge: int,
         m.run_dir.mkdir(parents=True, exist_ok=True)
         if m.existing and m.state is None:  # --overwrite, or a start that never checkpointed: cleared only now
             # that data and model are ready
-            for stale in [m.log_path, m.status_path, m.run_dir / "admin_profile.json", m.run_dir / STOP_FILE,
-                          *checkpoint.resumable(m.run_dir)]:
+            for stale in [m.log_path, m.status_path, m.run_dir / "admin_profile.json",
+                          *([] if m.resuming else [m.run_dir / STOP_FILE]), *checkpoint.resumable(m.run_dir)]:
                 stale.unlink(missing_ok=True)
                 Path(f"{stale}.sha256").unlink(missing_ok=True)
         (m.run_dir / "recipe.yaml").write_text(f"# {m.resolved.path} at scale {m.resolved.scale}\n" + dump_yaml(r))
