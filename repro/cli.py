@@ -587,7 +587,9 @@ def figure(number: int = typer.Argument(..., help="Figure number: 3, 4 and 7 nee
             from repro.figures.runs import figure_from_runs
             figure_from_runs(number, out, json_path, results, scale, root or default_root())
         else:
-            fail(f"figure {number}: the paper's figures are 1 to 9 (figure 2 is the architecture diagram)")
+            fail(f"figure {number}: " + ("the paper's figure 2 is a diagram of the layers, not a result; "
+                                         if number == 2 else "the paper's figures are 1 to 9; ")
+                 + "the figures drawn are 1 and 3 to 9")
     except _known_errors() as e:
         fail(str(e))
     console.print(f"wrote {out}")

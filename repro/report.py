@@ -21,6 +21,9 @@ FIGURES = [
     ("figure5_{scale}.png", "Figure 5: cosine similarity among the layer outputs of trained 6L-6L MT models",
      "lnrepro figure 5 --scale {scale}"),
     ("figure6_{scale}.png", "Figure 6: validation NLL of 18L-18L MT, seed 1", "lnrepro figure 6 --scale {scale}"),
+    ("figure8_{scale}.png", "Figure 8: best validation NLL of MT against its total layers, encoder and decoder equal",
+     "lnrepro figure 8 --scale {scale}"),
+    ("figure9_{scale}.png", "Figure 9: validation NLL of 36L-36L MT, seed 1", "lnrepro figure 9 --scale {scale}"),
 ]
 
 

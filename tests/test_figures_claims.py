@@ -154,9 +154,18 @@ def test_figures_4_and_8_explain_colour_and_failed_seeds(tmp_path, monkeypatch):
         rec = record("18L-18L-post_ln", seed, status, encoder_layers=18, decoder_layers=18, variant="post_ln")
         path = write_record(tmp_path, rec)
         log_path(path).write_text(json.dumps({"step": 500, "valid_nll": 4.8}) + "\n")
-    runs_fig.figure_from_runs(8, tmp_path / "f8.png", None, tmp_path, "mini", tmp_path)
+    rec = record("60L-12L-b2t", 1, encoder_layers=60, decoder_layers=12, variant="b2t")  # Table 2's, unequal
+    log_path(write_record(tmp_path, rec)).write_text(json.dumps({"step": 500, "valid_nll": 3.3}) + "\n")
+    data = runs_fig.figure_from_runs(8, tmp_path / "f8.png", None, tmp_path, "mini", tmp_path)
     texts = [t.get_text() for t in figs[-1].axes[0].texts]
-    assert texts == ["2 of 3 seeds failed"]
+    assert texts == ["2 of 3 failed"]
+    assert list(data) == ["post_ln"] and len(data["post_ln"]) == 1  # the seeds' mean: one point at 36 layers
+    point = data["post_ln"][0]
+    assert (point["layers"], point["mean"], point["failed_best"], point["seeds"]) == (36, 4.8, [4.8, 4.8], 3)
+    assert len(figs[-1].axes[0].collections) == 1  # the failed seeds' crosses, apart from the line
+    notes = " ".join(t.get_text() for t in figs[-1].texts)
+    assert "not run at scale 'mini': 6L-6L (Post-LN, Pre-LN, B2T connection); 12L-12L" in notes.replace("\n", " ")
+    assert "18L-18L (Pre-LN, B2T connection)" in notes.replace("\n", " ") and "60L-12L" not in notes
 
 
 def test_curves_of_any_runs_in_one_png(tmp_path):
@@ -251,3 +260,10 @@ def test_tensorboard_after_a_resume_holds_the_log_once(tiny_root, tmp_path):
     for key in ("loss", "valid_nll"):
         assert [e.step for e in events.Scalars(key)] == [row["step"] for row in log if key in row], key
     assert 2 in [e.step for e in events.Scalars("valid_nll")]
+
+
+def test_a_figure_that_is_not_drawn_says_which_are():
+    for number, why in ((2, "the paper's figure 2 is a diagram of the layers, not a result"),
+                        (10, "the paper's figures are 1 to 9")):
+        r = runner.invoke(app, ["figure", str(number)])
+        assert r.exit_code == 2 and r.output.strip() == f"error: figure {number}: {why}; the figures drawn are 1 and 3 to 9"

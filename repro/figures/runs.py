@@ -5,6 +5,7 @@ against total layers), 9 (validation NLL, 36L-36L). Each reads the run directori
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from repro.figures.output import save_figure
@@ -41,41 +42,80 @@ def figure_from_runs(number: int, out: Path, json_path: Path | None, results_dir
         if not data:
             raise ValueError(f"figure {number}: no training logs at scale {scale} for "
                              + ", ".join(f"recipes/{m}.yaml" for m in wanted) + "; " + make_runs(depth, scale))
-    else:  # figure 8: best validation NLL against total layers, failed seeds counted beside their point
-        failed: dict[tuple[str, int], list[int]] = {}  # (variant, layers) -> [failed seeds, seeds]
-        for r in records:
-            if r["variant"] not in VARIANT_ORDER:
-                continue
-            key = (r["variant"], r["encoder_layers"] + r["decoder_layers"])
-            counts = failed.setdefault(key, [0, 0])
-            counts[1] += 1
-            if r["status"] != "completed":
-                counts[0] += 1
-                continue
-            best = min((row["valid_nll"] for row in log(r) if "valid_nll" in row), default=None)
-            if best is not None:
-                data.setdefault(r["variant"], []).append((key[1], best))
-        if not data:
-            raise ValueError(f"figure 8: no completed MT runs at scale {scale}; train recipes/*-b2t.yaml etc.")
-    fig, ax = plt.subplots(figsize=(6, 4))
+    else:
+        data, notes = figure8_points(records, log, results_dir, scale)
+    fig, ax = plt.subplots(figsize=(6, 4.4 if number == 8 else 4))
     for v in VARIANT_ORDER:
-        if v in data:
+        if v not in data:
+            continue
+        if number != 8:
             xs, ys = zip(*sorted(data[v]))
-            ax.plot(xs, ys, marker="o" if number == 8 else None, label=labels[v])
-    if number == 8:  # a point drawn from the seeds that trained says how many of its seeds failed
-        for (v, x), (k, n) in failed.items():
-            if k and v in data:
-                y = min((y for xx, y in data[v] if xx == x), default=None)
+            ax.plot(xs, ys, label=labels[v])
+            continue
+        trained = sorted((p["layers"], p["mean"]) for p in data[v] if p["mean"] is not None)
+        line = ax.plot(*zip(*trained), marker="o", label=labels[v]) if trained else ax.plot([], [], label=labels[v])
+        colour = line[0].get_color()
+        for p in data[v]:  # a failed seed: a cross at its best NLL, apart from the line of the seeds that trained
+            crosses = [y for y in p["failed_best"] if y is not None]
+            if crosses:
+                ax.scatter([p["layers"]] * len(crosses), crosses, marker="x", color=colour, zorder=3)
+            if p["failed"]:
+                y = p["mean"] if p["mean"] is not None else (crosses[0] if crosses else None)
                 if y is not None:
-                    ax.annotate(f"{k} of {n} seeds failed", (x, y), fontsize=7, xytext=(4, 4),
-                                textcoords="offset points")
-    ax.set_xlabel("total layers" if number == 8 else "updates")
+                    ax.annotate(f"{p['failed']} of {p['seeds']} failed", (p["layers"], y), fontsize=7,
+                                xytext=(5, -11), textcoords="offset points", color=colour)
+    if number == 8:
+        ax.margins(x=0.12, y=0.12)
+        if notes:
+            fig.text(0.01, 0.01, "\n".join(notes), fontsize=7, va="bottom")
+    ax.set_xlabel("total layers (encoder and decoder equal)" if number == 8 else "updates")
     ax.set_ylabel({1: "training loss (label-smoothed, nats)", 8: "best validation NLL (nats)"}.get(number, "validation NLL (nats)"))
     ax.set_title(f"Figure {number} at scale '{scale}'" + (f" ({depth})" if depth else ""))
     ax.legend()
-    fig.tight_layout()
-    save_figure(fig, out, json_path, data)
+    fig.tight_layout(rect=(0, 0.04 * len(notes) if number == 8 else 0, 1, 1))
+    save_figure(fig, out, json_path, data if number != 8 else {"points": data, "notes": notes})
     return data
+
+
+FIGURE8_DEPTHS = ("6L-6L", "12L-12L", "18L-18L", "36L-36L", "50L-50L")  # the paper's: encoder and decoder equal
+
+
+def figure8_points(records: list[dict], log, results_dir: Path, scale: str) -> tuple[dict, list[str]]:
+    """Figure 8's points: per variant and depth, the mean best validation NLL of the seeds that trained, and each
+    failed seed (as the judging rules decide: diverged, learned nothing, output collapsed) apart; notes name the
+    depths not run. 60L-12L (Table 2's) splits its layers unevenly, so it is not one of the figure's."""
+    from repro.judging import judge_record, references_for
+    from repro.references import load_references
+    refs = load_references(results_dir)
+    data: dict[str, list[dict]] = {}
+    not_run = {}
+    for v in VARIANT_ORDER:
+        for depth in FIGURE8_DEPTHS:
+            recs = [r for r in records if r["recipe_name"] == f"{depth}-{v}"]
+            if not recs:
+                not_run.setdefault(depth, []).append(TITLES[v])
+                continue
+            trained, failed = [], []
+            for r in recs:
+                best = min((row["valid_nll"] for row in log(r) if isinstance(row.get("valid_nll"), (int, float))
+                            and math.isfinite(row["valid_nll"])), default=None)
+                (failed if judge_record(r, references_for(r, refs))[0] == "failed" else trained).append(best)
+            trained = [b for b in trained if b is not None]
+            data.setdefault(v, []).append({
+                "depth": depth, "layers": recs[0]["encoder_layers"] + recs[0]["decoder_layers"],
+                "mean": sum(trained) / len(trained) if trained else None, "trained_best": trained,
+                "failed_best": failed, "failed": len(failed), "seeds": len(recs)})
+    if not data:
+        raise ValueError(f"figure 8: no MT runs at scale {scale} of " + ", ".join(FIGURE8_DEPTHS) + "; "
+                         + make_runs("6L-6L", scale))
+    notes = [f"not run at scale '{scale}': " + "; ".join(f"{d} ({', '.join(vs)})" for d, vs in not_run.items())]
+    notes = wrap_note(notes[0]) if not_run else []
+    return data, notes + ["a line joins the mean of the seeds that trained; x: a failed seed's best NLL"]
+
+
+def wrap_note(text: str, width: int = 110) -> list[str]:
+    import textwrap
+    return textwrap.wrap(text, width)
 
 
 def layer_cosine_similarity(outputs: list, keep) -> list[list[float]]:
