@@ -14,7 +14,6 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
-	.venv/bin/lnrepro table 1
 	.venv/bin/lnrepro table 1 --scale mini
 	.venv/bin/lnrepro figure 3 --out figures/figure3.png --json figures/figure3.json
 	@echo "Next: source .venv/bin/activate  (puts lnrepro on the PATH), then"
