@@ -112,7 +112,7 @@ def main() -> None:
                     time.sleep(0.0005)
                 moment = f"at {watch}"
             else:
-                delay = pick.uniform(0, whole_s)
+                delay = pick.uniform(0, 0.9 * whole_s)  # a resumed process starts slower than it trains
                 time.sleep(delay)
                 moment = f"after {delay:.2f} s"
             killed = p.poll() is None

@@ -51,7 +51,23 @@ def fastest(rows: list[dict], results_dir: Path, scale: str, known) -> str:
             for label in set.intersection(*(set(c["each"]) for c in costs))}
     picks = [min((x for x in wall if ("thread" in x) == cpu), key=wall.get, default=None) for cpu in (False, True)]
     what = "this depth" if len(costs) == 1 else "all their depths on one machine"
-    return "; ".join(f"{hours(wall[x])} on {x}" for x in picks if x) or f"not priced: no record keeps a pace of {what}"
+    return "; ".join(f"{hours(wall[x])} on {x}" for x in picks if x) or whole_runs(rows, results_dir, scale, what)
+
+
+def whole_runs(rows: list[dict], results_dir: Path, scale: str, what: str) -> str:
+    """Where no record keeps a pace (no CPU threads recorded), the cost as `reproduce --plan` reads it then: the
+    whole runs of each recipe, else of its depth, wherever they trained."""
+    from repro.reproduce import depth, full_length_s
+    from repro.results import load_records
+    records = [r for r in load_records(results_dir, scale) if not r.get("overrides") and r.get("duration_s")]
+    total = 0.0
+    for row in rows:
+        durations = ([full_length_s(r) for r in records if r["recipe_name"] == row["recipe"]]
+                     or [full_length_s(r) for r in records if depth(r["recipe_name"]) == depth(row["recipe"])])
+        if not durations:
+            return f"not priced: no record keeps a pace of {what}"
+        total += sum(durations) / len(durations) * len(row["seeds"])
+    return f"about {hours(total)} one at a time, as whole runs of it took (no record keeps a pace of {what})"
 
 
 def needs(cells: list[str], missing: dict[str, dict], results_dir: Path, scale: str, known) -> str:

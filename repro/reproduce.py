@@ -32,6 +32,7 @@ class PlannedRun:
     detail: str = ""
     estimate_s: float | None = None
     estimate_from: str = ""      # "" its own earlier runs here; else what stood in: "its depth", "other machines"
+    took_s: float | None = None  # a done run's recorded training time: shown instead of its estimate
 
     @property
     def recipe(self) -> Path:
@@ -103,6 +104,9 @@ def plan(table: int, scale: str, seeds: int, cells: list[str], results_dir: Path
     now = {r.name: pace for r in out if r.state == "running" and (pace := own_pace(r)) is not None}
     depths_now = {depth(r.recipe_name): now[r.name] for r in out if r.name in now} if slurm_gpus is None else {}
     for run in out:
+        if run.state == "done":
+            run.took_s = next((r["duration_s"] for r in records if r["recipe_name"] == run.recipe_name
+                               and r.get("seed") == run.seed), None)
         if run.name in now:
             run.estimate_s = now[run.name] * max(recipe_updates(run.recipe_name, scale) - logged_update(run.run_dir), 0)
             run.estimate_from = "its own pace"
@@ -593,9 +597,11 @@ def describe_plan(runs: list[PlannedRun], jobs: int = 1, grouped: list[list[Plan
     body = []
     for r in runs:
         est = "cost unknown"
-        if r.estimate_s is not None:
+        if r.state == "done":  # what it took, not what it would cost
+            est = f"took {r.took_s / 60:.0f} min" if r.took_s else "done"
+        elif r.estimate_s is not None:
             est = f"~{r.estimate_s / 60:.0f} min" + (f" ({r.estimate_from})" if r.estimate_from else "")
-        detail = r.detail if r.estimate_s is not None or not r.estimate_from else \
+        detail = r.detail if r.estimate_s is not None or not r.estimate_from or r.state == "done" else \
             "; ".join(x for x in (r.detail, r.estimate_from) if x)
         body.append([r.state, r.name, est, detail])
     lines = [plain_table(["state", "run", "cost", "detail"], body).rstrip("\n")] if body else []
@@ -603,7 +609,7 @@ def describe_plan(runs: list[PlannedRun], jobs: int = 1, grouped: list[list[Plan
     # a cost read from other machines' records is no time on this one: shown per run, left out of the totals
     priced = lambda r: r.estimate_s is not None and "other machines" not in r.estimate_from
     known = [r.estimate_s for r in todo if priced(r)]
-    foreign = sum(r.estimate_s is not None and not priced(r) for r in todo)
+    foreign = [r.estimate_s for r in todo if r.estimate_s is not None and not priced(r)]
     total = f"; about {sum(known) / 3600:.1f} h of runs where earlier runs tell" if known else ""
     groups = [lane for lane in grouped or [] if len(lane) > 1]
     if groups:
@@ -624,7 +630,8 @@ def describe_plan(runs: list[PlannedRun], jobs: int = 1, grouped: list[list[Plan
     if known and jobs > 1:
         total += f", {wall_time(known, jobs) / 3600:.1f} h of wall time at {jobs} at once"
     if foreign:
-        total += f"; {foreign} run{'s' if foreign > 1 else ''} priced from other machines only, not in the total"
+        total += (f"; {len(foreign)} run{'s' if len(foreign) > 1 else ''} priced from other machines only, not in "
+                  f"the total (about {sum(foreign) / 3600:.1f} h there)")
     counts = ", ".join(f"{sum(r.state == s for r in runs)} {s}" for s in ("done", "running", "partial", "missing")
                        if s != "running" or any(r.state == s for r in runs))
     return "\n".join(lines + [wrap(f"{len(runs)} runs: {counts}{total}")]) + "\n"

@@ -433,3 +433,11 @@ def test_findings_say_per_task_what_each_claim_reads_and_the_runs_and_hours_it_s
                                                                               "of this depth |")
     assert [x.split(" | ")[0] for x in summary[4:]] == sorted(
         [x.split(" | ")[0] for x in summary[4:]], key=["| mt", "| gigaword", "| wikitext103", "| librispeech"].index)
+    # a depth whose records keep no pace (no CPU threads recorded) is priced as `reproduce --plan` prices it: as
+    # its whole runs took, here 18L-18L B2T's one hour for each of the depth's missing runs
+    write_record(tmp_path, record("18L-18L-b2t", 1, metrics=bleu(29.0), duration_s=3600.0,
+                                  hardware={k: v for k, v in cpu.items() if k != "threads"}))
+    deep = [r for r in missing_runs(tmp_path, "mini") if r["group"] == "18L-18L" and "/" not in r["recipe"]]
+    assert fastest(deep, tmp_path, "mini", machine_paces(tmp_path, "mini")) == (
+        f"about {hours(3600.0 * sum(len(r['seeds']) for r in deep))} one at a time, as whole runs of it took (no "
+        f"record keeps a pace of this depth)")

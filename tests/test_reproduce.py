@@ -213,7 +213,8 @@ def test_plan_estimates_from_the_recipe_then_its_depth_on_this_machine_first(tmp
                             "updates": 4000, "hardware": elsewhere})
     runs = {r.name: r for r in plan(1, "mini", 1, ["18L-18L", "6L-6L:post_ln", "60L-12L:b2t", "60L-12L:post_ln"],
                                     tmp_path, tmp_path / "runs")}
-    assert (runs["18L-18L-b2t-mini-s1"].state, runs["18L-18L-b2t-mini-s1"].estimate_from) == ("done", "")
+    done = runs["18L-18L-b2t-mini-s1"]  # the plan shows what it took, not an estimate
+    assert (done.state, done.estimate_from, done.took_s) == ("done", "", 7200.0)
     pre = runs["18L-18L-pre_ln-mini-s1"]
     assert (pre.estimate_s, pre.estimate_from) == (7200.0, "its depth")  # not the 6L-6L hour, nor the other CPU's
     assert (runs["60L-12L-post_ln-mini-s1"].estimate_s, runs["60L-12L-post_ln-mini-s1"].estimate_from) == \
@@ -223,8 +224,8 @@ def test_plan_estimates_from_the_recipe_then_its_depth_on_this_machine_first(tmp
     text = " ".join(describe_plan(list(runs.values())).split())  # the totals wrap at 80 columns
     assert "~120 min (its depth)" in text and "~150 min (its depth, other machines)" in text
     # 18L-18L Post-LN and Pre-LN at two hours each; 60L-12L B2T's 2.5 h are another machine's, no time here
-    assert "about 4.0 h of runs where earlier runs tell; 1 run priced from other machines only, not in the total" \
-        in text
+    assert "about 4.0 h of runs where earlier runs tell; 1 run priced from other machines only, not in the total " \
+           "(about 2.5 h there)" in text and "took 120 min" in text
     # An interrupted run costs what is left of it; its checkpoints count by number, not by name.
     run_dir = tmp_path / "runs/18L-18L-pre_ln-mini-s1"
     run_dir.mkdir(parents=True)
@@ -373,8 +374,9 @@ def test_plan_reads_a_cost_from_stretches_at_the_threads_each_run_gets(tmp_path,
     assert (post.estimate_s, post.estimate_from, b2t.estimate_s, b2t.estimate_from) == (12400.0, "", 7200.0, "")
     pre = plan(1, "mini", 1, ["18L-18L:pre_ln"], tmp_path, tmp_path / "runs", threads=3)[0]
     assert (pre.estimate_s, pre.estimate_from) == (9800.0, "its depth")  # not the half-GPU run's 5,550 s
-    text = describe_plan(plan(1, "mini", 1, ["18L-18L:pre_ln"], tmp_path, tmp_path / "runs", threads=2))
-    assert f"~{1.28 * updates / 60:.0f} min (its depth, 2 threads)" in text
+    text = describe_plan(plan(1, "mini", 2, ["18L-18L:pre_ln"], tmp_path, tmp_path / "runs", threads=2))
+    assert f"~{1.28 * updates / 60:.0f} min (its depth, 2 threads)" in text  # seed 2's
+    assert "took 92 min" in text  # seed 1, done: what it took
 
 
 def test_paper_scale_plan_costs_runs_at_the_measured_rates(tmp_path):
