@@ -45,6 +45,13 @@ def check_folder(path: Path, option: str, writable: bool = False) -> None:
             return
 
 
+def default_run_dir(parent: Path, resolved) -> Path:
+    """A run's folder unless --run-dir names one: its recipe, scale and seed, and with --set the hash of the
+    overrides' recipe, so that an ablation never meets the recipe's own run."""
+    tag = f"-{resolved.hash()}" if resolved.overrides else ""
+    return parent / f"{resolved.name.replace('/', '-')}-{resolved.scale}{tag}-s{resolved.recipe.train.seed}"
+
+
 def check_results(results: Path) -> None:
     """A command that reads records needs their folder: a missing one would print tables of "not run"."""
     if not results.is_dir():
@@ -246,7 +253,7 @@ def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. reci
     before_training(threads, trust_checkpoints, results, root, scale)
     from repro.results import check_record_slot, record_path
     from repro.train.loop import train_run
-    run_dir = run_dir or Path("runs") / f"{resolved.name.replace('/', '-')}-{scale}-s{resolved.recipe.train.seed}"
+    run_dir = run_dir or default_run_dir(Path("runs"), resolved)
     check_folder(run_dir, "--run-dir")
     if resolved.recipe.optim.warmup_updates >= resolved.recipe.optim.max_updates and variant_warms(resolved):
         console.print(f"warning: optim.warmup_updates {resolved.recipe.optim.warmup_updates} >= "
@@ -360,7 +367,7 @@ def train_seeds(recipe: Path, scale: str, seeds: list[int], run_dir: Path | None
     before_training(threads, trust_checkpoints, results, root, scale)
     parent = run_dir or Path("runs")
     check_folder(parent, "--run-dir")
-    run_dirs = [parent / f"{res.name.replace('/', '-')}-{scale}-s{s}" for res, s in zip(recipes, seeds)]
+    run_dirs = [default_run_dir(parent, res) for res in recipes]
     try:
         for res, d in zip(recipes, run_dirs):
             slot = record_path(results, scale, res.name, res.recipe.train.seed, res.overrides, res.hash())
@@ -542,18 +549,22 @@ def table(number: int = typer.Argument(..., help="Table number: the paper's 1 to
           scale: str = typer.Option("paper", "--scale", help="Which scale's runs fill the 'ours' column."),
           fmt: str = typer.Option("text", "--format", help="text, markdown, latex, csv or json."),
           paper_version: str = typer.Option("en", "--paper", help="en (arXiv, default) or ja (NLP2022 workshop)."),
-          results: Path = typer.Option(Path("results"), "--results", help="Folder of run records.")):
+          results: Path = typer.Option(Path("results"), "--results", help="Folder of run records."),
+          sets: list[str] = typer.Option([], "--set", help="An ablation: also show ours from the runs trained with "
+                                         "this override (train RECIPE --set KEY=VALUE); repeatable.")):
     """Paper values beside ours, with the difference, for one table.
 
     Example: lnrepro table 1 --scale mini --format markdown
+    Example: lnrepro table 1 --scale tiny --set optim.lr=0.0005
     """
     check_scale(scale)
     if number not in (7,):  # Table 7 is read from the recipes alone
         check_results(results)
     from repro.tables.render import render_table
     try:
-        out = render_table(number, scale=scale, fmt=fmt, results_dir=results, paper_version=paper_version)
-    except (KeyError, ValueError) as e:
+        out = render_table(number, scale=scale, fmt=fmt, results_dir=results, paper_version=paper_version,
+                           sets=sets or None)
+    except (KeyError, ValueError, RecipeError) as e:
         fail(str(e).strip("'\""))
     if out is not None:
         print(out, end="" if out.endswith("\n") else "\n")

@@ -351,6 +351,32 @@ def _recipe_corpus(recipe_name: str, scale: str) -> str | None:
     return _CORPUS[recipe_name, scale]
 
 
+def judged_overrides(results_dir, scale: str, sets: list[str] | None = None) -> dict[str, list[dict]]:
+    """The records of runs with `--set` overrides (recipe name -> records), judged as judged_records judges: with
+    `sets`, only those of each recipe as those overrides resolve it (its hash), else every one."""
+    from repro.config import RecipeError, resolve
+    from repro.references import load_references
+    from repro.results import load_records, recipes_dir
+    references = load_references(results_dir)
+    hashes: dict[str, str | None] = {}
+    out: dict[str, list[dict]] = {}
+    for r in load_records(results_dir, scale):
+        if not r.get("overrides"):
+            continue
+        name = r["recipe_name"]
+        if sets is not None:
+            if name not in hashes:
+                try:
+                    hashes[name] = resolve(recipes_dir() / f"{name}.yaml", scale, list(sets)).hash()
+                except RecipeError:
+                    hashes[name] = None
+            if r.get("recipe_hash") != hashes[name]:
+                continue
+        status, reason = judge_record(r, references_for(r, references))
+        out.setdefault(name, []).append({**r, "health_status": r.get("status"), "status": status, "reason": reason})
+    return out
+
+
 def judged_records(results_dir, scale: str,
                    rules: str = CURRENT) -> tuple[dict[str, list[dict]], dict[str, list[dict]]]:
     """`repro.results.current_records`, each record a copy whose status and reason are the rules' (the health

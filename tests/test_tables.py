@@ -480,3 +480,41 @@ def test_every_text_listing_fits_80_columns_without_markdown(tmp_path):
         assert code_ == 0 and text.strip(), (name, text)
         bad = [x for x in text.splitlines() if len(x) > 80 or x.startswith("|") or "**" in x]
         assert not bad, (name, bad[:3])
+
+
+def test_an_ablation_shows_beside_the_recipes_cells_and_in_runs(tmp_path):
+    """Runs with --set (an ablation) get a folder of their own by default, `table N --set` shows their cells beside
+    the recipe's, and `runs` lists them apart with their overrides."""
+    from repro.cli import default_run_dir
+    from repro.config import resolve
+    sets = ["optim.lr=0.0005"]
+    recipes = Path(__file__).resolve().parents[1] / "recipes"
+    ablated = resolve(recipes / "6L-6L-b2t.yaml", "mini", sets + ["train.seed=2"])
+    assert default_run_dir(Path("runs"), ablated) == Path(f"runs/6L-6L-b2t-mini-{ablated.hash()}-s2")
+    assert default_run_dir(Path("runs"), resolve(recipes / "6L-6L-b2t.yaml", "mini")) == Path(
+        "runs/6L-6L-b2t-mini-s1")
+    fixture_records(tmp_path)
+    for seed, avg in ((1, 22.0), (2, 24.0)):
+        write_record(tmp_path, record("6L-6L-b2t", seed, metrics={"bleu_average": avg}, overrides=sets,
+                                      recipe_hash=ablated.hash(), encoder_layers=6, decoder_layers=6))
+    out = runner.invoke(app, ["table", "1", "--scale", "mini", "--results", str(tmp_path), "--set", sets[0]])
+    assert out.exit_code == 0, out.output
+    line = next(l for l in out.output.splitlines() if l.startswith("6L-6L") and "B2T" in l and "Average" in l)
+    assert line.split()[-6:] == ["20.50", "±", "0.71", "23.00", "±", "1.41"]  # ours, then ours with --set
+    assert "With --set" in out.output and "ours with --set optim.lr=0.0005" in " ".join(out.output.split())
+    plain = runner.invoke(app, ["table", "1", "--scale", "mini", "--results", str(tmp_path)]).output
+    assert "With --set" not in plain and "23.00" not in plain  # the ablation never mixes into the recipe's cells
+    md = runner.invoke(app, ["table", "1", "--scale", "mini", "--results", str(tmp_path), "--set", sets[0],
+                             "--format", "markdown"]).output
+    assert " / 20.50 ± 0.71 / 23.00 ± 1.41 |" in md  # paper / ours / ours with --set
+    other = runner.invoke(app, ["table", "1", "--scale", "mini", "--results", str(tmp_path), "--set", "optim.lr=0.002"])
+    assert "With --set" in other.output and "23.00" not in other.output  # another ablation's runs: none yet
+    bad = runner.invoke(app, ["table", "1", "--scale", "mini", "--results", str(tmp_path), "--set", "optim.nope=1"])
+    assert bad.exit_code == 2 and len(bad.output.strip().splitlines()) == 1 and "optim.nope" in bad.output
+    runs = runner.invoke(app, ["runs", "--scale", "mini", "--results", str(tmp_path)]).output
+    assert "4 records of the current recipes, 2 of runs with --set" in runs
+    ablation = runs.split("Runs with --set")[1]
+    assert [l.split()[:2] + l.split()[-1:] for l in ablation.splitlines() if l.startswith("6L-6L")] == [
+        ["6L-6L-b2t", "1", "optim.lr=0.0005"], ["6L-6L-b2t", "2", "optim.lr=0.0005"]]
+    md = runner.invoke(app, ["runs", "--scale", "mini", "--results", str(tmp_path), "--format", "markdown"]).output
+    assert "| 6L-6L-b2t (--set optim.lr=0.0005) | 2 |" in md

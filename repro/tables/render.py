@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 from repro.config import RecipeError, resolve
-from repro.judging import judged_records
+from repro.judging import judged_overrides, judged_records
 from repro.markdown import escape
 from repro.model import version as model_code
 from repro.model.variants import VARIANTS
@@ -42,7 +42,10 @@ def ours_cell(records: list[dict], paths: list[list[str]]) -> dict:
             "failed_seeds": len(failed)}
 
 
-def table_rows(number: int, scale: str, results_dir: Path, paper_version: str = "en") -> tuple[TableSpec, list[str], list[dict]]:
+def table_rows(number: int, scale: str, results_dir: Path, paper_version: str = "en",
+               sets: list[str] | None = None) -> tuple[TableSpec, list[str], list[dict]]:
+    """The table's cells: the paper's value and ours; with `sets` (an ablation: `--set KEY=VALUE`), also ours from
+    the runs of each cell's recipe with those overrides (`row["set"]`)."""
     if number not in SPECS:
         raise KeyError(f"table {number}: tables 1-6, 9, 10 and 11 (the extension) compare runs; 7 and 8 are "
                        f"rendered from the recipes and the records")
@@ -57,6 +60,10 @@ def table_rows(number: int, scale: str, results_dir: Path, paper_version: str = 
     else:
         raise ValueError(f"--paper {paper_version!r}: expected en or ja")
     by_recipe, stale = judged_records(results_dir, scale)
+    if sets:  # a wrong key or value is one line before any record is read
+        first = next(iter(spec.groups.items()))
+        resolve(recipes_dir() / f"{spec.recipe_name(first[0], first[1][0])}.yaml", scale, list(sets))
+        ablation = judged_overrides(results_dir, scale, sets)
     rows = []
     for group, methods in values.items():
         for method, paper in methods.items():
@@ -75,6 +82,10 @@ def table_rows(number: int, scale: str, results_dir: Path, paper_version: str = 
                              "ours": ours["mean"], "std": ours["std"], "delta": delta, "seeds": ours["seeds"],
                              "failed_seeds": ours.get("failed_seeds", 0), "scale": scale, "status": ours["status"],
                              "recipe": f"recipes/{spec.recipe_name(group, method)}.yaml"})
+                if sets:
+                    cell = ours_cell(ablation.get(spec.recipe_name(group, method), []), spec.metric_paths(col))
+                    rows[-1]["set"] = {"ours": cell["mean"], "std": cell["std"], "seeds": cell["seeds"],
+                                       "failed_seeds": cell.get("failed_seeds", 0), "status": cell["status"]}
     return spec, columns, rows
 
 
@@ -128,7 +139,14 @@ def _cell_text(row: dict) -> str:
     text = f"{_fmt_paper(row['paper'])} / {_fmt_ours(row)}"
     if row["delta"] is not None:
         text += f" ({row['delta']:+.2f})"
+    if "set" in row:
+        text += f" / {_fmt_ours(row['set'])}"
     return text
+
+
+def _set_caption(sets: list[str] | None) -> str:
+    return (f" After ours: ours with --set {' --set '.join(sets)} (the runs of `lnrepro train RECIPE --set ...`, "
+            "kept apart from the recipe's own)." if sets else "")
 
 
 def _grid(rows: list[dict], columns: list[str]):
@@ -168,7 +186,7 @@ def markdown(spec, columns, rows, scale, paper_version, notes=()) -> str:
     return "\n".join(lines) + "\n"
 
 
-def latex(spec, columns, rows, scale, paper_version) -> str:
+def latex(spec, columns, rows, scale, paper_version, sets=None) -> str:
     esc = lambda s: s.replace("±", r"$\pm$").replace("_", r"\_").replace("%", r"\%")
     out = [r"\begin{table}[t]", r"\centering", r"\small", r"\begin{tabular}{l" + "c" * len(columns) + "}",
            r"\toprule", "Method & " + " & ".join(columns) + r" \\"]
@@ -178,7 +196,7 @@ def latex(spec, columns, rows, scale, paper_version) -> str:
             out += [r"\midrule", rf"\multicolumn{{{len(columns) + 1}}}{{l}}{{{spec.group_label}: {g}}} \\"]
             group = g
         out.append(esc(TITLES[method]) + " & " + " & ".join(esc(_cell_text(cells[c])) for c in columns) + r" \\")
-    out += [r"\bottomrule", r"\end{tabular}", rf"\caption{{{esc(_caption(spec, scale, paper_version))}}}",
+    out += [r"\bottomrule", r"\end{tabular}", rf"\caption{{{esc(_caption(spec, scale, paper_version) + _set_caption(sets))}}}",
             r"\end{table}"]
     return "\n".join(out) + "\n"
 
@@ -186,12 +204,16 @@ def latex(spec, columns, rows, scale, paper_version) -> str:
 def to_csv(rows: list[dict]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["table", "group", "method", "metric", "paper", "ours", "scale", "status", "seeds", "failed_seeds"])
+    sets = bool(rows) and "set" in rows[0]
+    w.writerow(["table", "group", "method", "metric", "paper", "ours", "scale", "status", "seeds", "failed_seeds",
+                *(["set_ours", "set_status", "set_seeds", "set_failed_seeds"] if sets else [])])
+    number = lambda v: "" if v is None else f"{v:.4f}"
     for r in rows:
-        ours = "" if r["ours"] is None else f"{r['ours']:.4f}"
         paper = "" if r["paper"] is None else r["paper"] if isinstance(r["paper"], str) else f"{r['paper']:.2f}"
-        w.writerow([r["table"], r["group"], r["method"], r["metric"], paper, ours, r["scale"], r["status"],
-                    r["seeds"], r["failed_seeds"]])
+        w.writerow([r["table"], r["group"], r["method"], r["metric"], paper, number(r["ours"]), r["scale"],
+                    r["status"], r["seeds"], r["failed_seeds"],
+                    *([number(r["set"]["ours"]), r["set"]["status"], r["set"]["seeds"], r["set"]["failed_seeds"]]
+                      if sets else [])])
     return buf.getvalue()
 
 
@@ -230,34 +252,40 @@ def text(spec, columns, rows, scale, paper_version, notes=()) -> str:
              .replace("Each cell: paper / ours; ours", "Ours"), ""]
     short = lambda v: v.replace(pv.FAILED, "failed")  # "Training failed" in a narrow column
     diff = scale == "paper"  # below it the two numbers are of different datasets: no Diff column
+    sets = "set" in rows[0] if rows else False
     body = [[r["group"], TITLES[r["method"]], r["metric"], short(_fmt_paper(r["paper"])),
-             *(["" if r["delta"] is None else f"{r['delta']:+.2f}"] if diff else []), short(_fmt_ours(r))]
+             *(["" if r["delta"] is None else f"{r['delta']:+.2f}"] if diff else []), short(_fmt_ours(r)),
+             *([short(_fmt_ours(r["set"]))] if sets else [])]
             for r in rows]
-    table = plain_table([spec.group_label, "Method", "Column", "Paper", *(["Diff"] if diff else []), "Ours"], body)
+    table = plain_table([spec.group_label, "Method", "Column", "Paper", *(["Diff"] if diff else []), "Ours",
+                         *(["With --set"] if sets else [])], body)
     wrap = lambda t, first="", rest="": "\n".join(textwrap.wrap(t, 80, initial_indent=first, subsequent_indent=rest,
                                                                 break_on_hyphens=False))
     return wrap(lines[0]) + "\n\n" + table + "".join(wrap(n, "- ", "  ") + "\n" for n in notes)
 
 
 def render_table(number: int, scale: str = "paper", fmt: str = "text", results_dir: Path = Path("results"),
-                 paper_version: str = "en") -> str | None:
+                 paper_version: str = "en", sets: list[str] | None = None) -> str | None:
     if fmt not in FORMATS:
         raise ValueError(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}")
+    if sets and number in (7, 8):
+        raise ValueError(f"--set: table {number} is read from the recipes and records, not compared with runs")
     if number == 7:
         return render_table7(fmt)
     if number == 8:
         return render_table8(fmt, results_dir, scale)
-    spec, columns, rows = table_rows(number, scale, results_dir, paper_version)
-    notes = table_notes(number, scale, results_dir)
+    spec, columns, rows = table_rows(number, scale, results_dir, paper_version, sets)
+    notes = table_notes(number, scale, results_dir) + ([_set_caption(sets).strip()] if sets else [])
     if fmt == "csv":
         return to_csv(rows)
     if fmt == "json":
         return json.dumps({"table": number, "title": spec.title, "scale": scale, "paper": paper_version,
-                           "columns": columns, "rows": rows, "notes": notes}, indent=2) + "\n"
+                           **({"sets": list(sets)} if sets else {}), "columns": columns, "rows": rows,
+                           "notes": notes}, indent=2) + "\n"
     if fmt == "markdown":
         return markdown(spec, columns, rows, scale, paper_version, notes)
     if fmt == "latex":
-        return latex(spec, columns, rows, scale, paper_version)
+        return latex(spec, columns, rows, scale, paper_version, sets)
     return text(spec, columns, rows, scale, paper_version, notes)
 
 

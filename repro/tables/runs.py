@@ -29,21 +29,24 @@ COMPARED_TABLES = (1,)
 
 
 def run_rows(results_dir: Path, scale: str) -> list[dict]:
-    """One row per current record, by recipe then seed, its status the judging rules' (a run that learned nothing
-    has failed); seconds stay seconds (the formats round them)."""
-    from repro.judging import judged_records
+    """One row per current record, by recipe then seed, then one per record of a run with --set overrides (an
+    ablation); its status the judging rules' (a run that learned nothing has failed); seconds stay seconds (the
+    formats round them)."""
+    from repro.judging import judged_overrides, judged_records
     current, _ = judged_records(results_dir, scale)
+    ablations = judged_overrides(results_dir, scale)
     rows = []
-    for name in sorted(current):
-        for rec in sorted(current[name], key=lambda r: r["seed"]):
-            metrics = rec.get("metrics") or {}
-            trained_on = trained_where(rec)
-            evaluated_on = where(metrics["eval_hardware"]) if metrics.get("eval_hardware") else trained_on
-            rows.append({"recipe": name, "seed": rec["seed"], "status": rec["status"], "reason": rec.get("reason", ""),
-                         "updates": rec.get("updates"), "training_s": rec.get("duration_s"),
-                         "evaluation_s": metrics.get("eval_seconds"), "machine": trained_on,
-                         "evaluated_on": evaluated_on, "stretches": len(rec.get("segments") or []) or 1,
-                         "started": rec.get("started", ""), "commit": str(rec.get("commit", ""))[:12]})
+    for name, rec in [(n, r) for records in (current, ablations) for n in sorted(records)
+                      for r in sorted(records[n], key=lambda r: (r.get("overrides"), r["seed"]))]:
+        metrics = rec.get("metrics") or {}
+        trained_on = trained_where(rec)
+        evaluated_on = where(metrics["eval_hardware"]) if metrics.get("eval_hardware") else trained_on
+        rows.append({"recipe": name, "seed": rec["seed"], "status": rec["status"], "reason": rec.get("reason", ""),
+                     "updates": rec.get("updates"), "training_s": rec.get("duration_s"),
+                     "evaluation_s": metrics.get("eval_seconds"), "machine": trained_on,
+                     "evaluated_on": evaluated_on, "stretches": len(rec.get("segments") or []) or 1,
+                     "started": rec.get("started", ""), "commit": str(rec.get("commit", ""))[:12],
+                     "overrides": rec.get("overrides") or []})
     return rows
 
 
@@ -69,7 +72,8 @@ def _cells(row: dict) -> list[str]:
     evaluation = "none" if row["evaluation_s"] is None else f"{row['evaluation_s']:.0f} s"
     if row["evaluation_s"] is not None and row["evaluated_on"] != row["machine"]:
         evaluation += f" on {row['evaluated_on']}"
-    return [row["recipe"], str(row["seed"]), row["status"], str(row["updates"] or "?"), _minutes(row["training_s"]),
+    recipe = row["recipe"] + (f" (--set {' '.join(row['overrides'])})" if row["overrides"] else "")
+    return [recipe, str(row["seed"]), row["status"], str(row["updates"] or "?"), _minutes(row["training_s"]),
             evaluation, row["machine"], str(row["stretches"]), row["started"][:10], row["commit"][:7]]
 
 
@@ -77,28 +81,37 @@ def render_runs(results_dir: Path, scale: str, fmt: str = "text") -> str:
     if fmt not in RUN_FORMATS:
         raise ValueError(f"--format {fmt!r}: expected one of {', '.join(RUN_FORMATS)}")
     rows = run_rows(results_dir, scale)
-    title = f"Runs at scale '{scale}': {len(rows)} records of the current recipes"
+    ablations = [r for r in rows if r["overrides"]]
+    title = f"Runs at scale '{scale}': {len(rows) - len(ablations)} records of the current recipes" + (
+        f", {len(ablations)} of runs with --set" if ablations else "")
     if fmt == "json":
         return json.dumps({"scale": scale, "rows": rows}, indent=2) + "\n"
     if fmt == "csv":
         buf = io.StringIO()
         writer = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else ["recipe"], lineterminator="\n")
         writer.writeheader()
-        writer.writerows(rows)
+        writer.writerows({**r, "overrides": " ".join(r["overrides"])} for r in rows)
         return buf.getvalue()
     if fmt == "markdown":
         lines = [f"**{title}**", "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
         lines += ["| " + " | ".join(escape(c) for c in _cells(r)) + " |" for r in rows]
         return "\n".join(lines) + "\n"
+    mine = [r for r in rows if not r["overrides"]]
     # compact, one line a run, the machine last so its long name never pushes the others apart; the other formats
     # keep every column (stretches, start, commit, where the evaluation ran)
     from repro.tables.render import plain_table
     eval_s = lambda r: "none" if r["evaluation_s"] is None else f"{r['evaluation_s']:.0f} s"
     body = [[r["recipe"], str(r["seed"]), r["status"], str(r["updates"] or "?"), _minutes(r["training_s"]),
-             eval_s(r), r["machine"]] for r in rows]
+             eval_s(r), r["machine"]] for r in mine]
     from repro.tables.render import wrap
-    return (wrap(f"{title} (all columns: --format markdown)") + "\n\n"
-            + plain_table(["Recipe", "Seed", "Status", "Updates", "Training", "Eval", "Machine"], body))
+    out = (wrap(f"{title} (all columns: --format markdown)") + "\n\n"
+           + plain_table(["Recipe", "Seed", "Status", "Updates", "Training", "Eval", "Machine"], body))
+    if ablations:  # an ablation's runs apart, each with its overrides (`lnrepro table N --set ...` compares them)
+        out += "\n" + wrap("Runs with --set (lnrepro table N --set KEY=VALUE shows them beside the recipe's):") + "\n\n"
+        out += plain_table(["Recipe", "Seed", "Status", "Updates", "Training", "With"],
+                           [[r["recipe"], str(r["seed"]), r["status"], str(r["updates"] or "?"),
+                             _minutes(r["training_s"]), " ".join(r["overrides"])] for r in ablations])
+    return out
 
 
 def compared_cells() -> set[str]:
