@@ -32,8 +32,10 @@ OPTIONAL = ("smaller than the paper's", "not decidable at this scale", "not info
 
 def verdict_counts(rows: list[dict]) -> str:
     """"10 reproduced, 3 not reproduced, ...": every verdict, "not informative" only where one is."""
-    return ", ".join(f"{sum(r['verdict'] == v for r in rows)} {v}" for v in VERDICTS
-                     if v not in OPTIONAL or any(r["verdict"] == v for r in rows))
+    counts = ", ".join(f"{sum(r['verdict'] == v for r in rows)} {v}" for v in VERDICTS
+                       if v not in OPTIONAL or any(r["verdict"] == v for r in rows))
+    free = [r for r in rows if r.get("scale_free")]
+    return counts + (f"; Figure 3's claim reads no runs: its verdict is the same at every scale" if free else "")
 
 
 def not_informative(results_dir: Path, scale: str) -> dict[str, str]:
@@ -497,6 +499,9 @@ def evaluate_claims(results_dir: Path, scale: str, rules: str = judging.CURRENT)
                          f"{uninformative[task_folder(c.a)]}"})
         else:
             rows.append({"claim": c.text, "source": c.source, **judge_v2(c, records, stale, figures, scale)})
+    for row, c in zip(rows, CLAIMS):  # one row a claim
+        if c.kind == "figure3":  # gradients at initialisation: no run, the same verdict at every scale
+            row["scale_free"] = True
     if rules == "v3":
         claims_v3.adjust_across(rows)
     return rows

@@ -246,7 +246,9 @@ def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. reci
     except ValueError as e:
         fail(str(e))
     if print_config:
-        print(f"# {recipe} at scale {scale}\n# batching: {batching}\n" + dump_yaml(resolved.recipe), end="")
+        from repro.config import SCALE_NOTES
+        note = f"# scale {scale}: {SCALE_NOTES[scale]}\n" if scale in SCALE_NOTES else ""
+        print(f"# {recipe} at scale {scale}\n{note}# batching: {batching}\n" + dump_yaml(resolved.recipe), end="")
         return
     if run_dir is not None and str(run_dir).strip() in ("", "."):
         fail(f"--run-dir {str(run_dir)!r}: names no run folder (a run needs a folder of its own)")
@@ -717,13 +719,15 @@ def report(scale: str = typer.Option("mini", "--scale", help="Whose records the 
 def references(recipe: Path = typer.Argument(..., help="A recipe whose corpus (at --scale) to compute them for."),
                scale: str = typer.Option("mini", "--scale", help="paper, mini or tiny."),
                root: Path = typer.Option(None, "--root", help="Prepared corpora (default data/ or $LNREPRO_DATA)."),
-               results: Path = typer.Option(Path("results"), "--results", help="Folder of run records.")):
+               results: Path = typer.Option(Path("results"), "--results", help="Folder of run records."),
+               threads: Optional[int] = typer.Option(None, "--threads", min=1, max=MAX_THREADS, help="CPU threads (default $LNREPRO_THREADS or all cores).")):
     """Compute a prepared corpus's trivial references (unigram NLL, best constant output), which the judging
     rules fail a run against when it does not beat them; writes results/references/<corpus>.json.
 
     Example: lnrepro references recipes/6L-6L-b2t.yaml --scale mini --root data
     """
     check_scale(scale)
+    set_threads(threads)
     from repro.config import resolve
     from repro.references import write_references
     try:

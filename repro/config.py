@@ -30,6 +30,11 @@ from repro.model.variants import VARIANTS
 
 TASKS = ("mt", "summarization", "lm", "asr")
 SCALES = ("paper", "mini", "tiny")
+# What a scale's runs are, where its recipes' description still names the paper-scale data (tiny keeps the base's
+# description: its text is part of every recipe's hash)
+SCALE_NOTES = {"tiny": "generated data (lnrepro prepare tiny; the tests make it), a few updates a run, seconds; "
+                       "trained far longer, a run can stop by the stuck-loss failure rule, by design: the data is "
+                       "learned in seconds"}
 PRECISIONS = ("fp32", "bf16", "fp16")
 
 

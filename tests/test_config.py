@@ -284,6 +284,9 @@ def test_help_print_config_and_warmup_warning_say_the_right_thing(tmp_path):
     assert "adaptive_cutoffs" not in mt and "specaugment" not in mt and "label_smoothing" in mt
     lm = runner.invoke(app, ["train", str(REPO / "recipes/wikitext103/6L-b2t.yaml"), "--print-config"]).output
     assert "adaptive_cutoffs" in lm and "conv_channels" not in lm
+    tiny = runner.invoke(app, ["train", str(REPO / "recipes/6L-6L-b2t.yaml"), "--print-config", "--scale", "tiny"])
+    assert tiny.output.splitlines()[1].startswith("# scale tiny: generated data") and "stuck-loss" in tiny.output
+    assert "# scale" not in mt  # paper scale's description is its own
     r = runner.invoke(app, ["train", str(REPO / "recipes/6L-6L-b2t.yaml"), "--scale", "tiny", "--set",
                             "optim.max_updates=2", "--root", str(tmp_path / "data"), "--run-dir", str(tmp_path / "run"),
                             "--results", str(tmp_path / "results")])

@@ -267,3 +267,8 @@ def test_a_figure_that_is_not_drawn_says_which_are():
                         (10, "the paper's figures are 1 to 9")):
         r = runner.invoke(app, ["figure", str(number)])
         assert r.exit_code == 2 and r.output.strip() == f"error: figure {number}: {why}; the figures drawn are 1 and 3 to 9"
+
+
+def test_claims_at_a_scale_without_runs_say_figure_3_reads_none():
+    out = " ".join(runner.invoke(app, ["claims", "--scale", "tiny"]).output.split())
+    assert "1 reproduced" in out and "Figure 3's claim reads no runs: its verdict is the same at every scale" in out
