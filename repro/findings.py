@@ -5,6 +5,7 @@ runs still to make (repro/tables/runs.py); it adds no judgement of its own."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from repro.markdown import escape
@@ -149,6 +150,8 @@ def render_findings(results_dir: Path, scale: str) -> str:
     from repro.tables.runs import machine_paces, missing_runs
     results_dir = Path(results_dir)
     rows = {r["claim"]: r for r in evaluate_claims(results_dir, scale)}
+    from repro.judging import judged_records
+    records, _ = judged_records(results_dir, scale)
     missing = {r["recipe"]: r for r in missing_runs(results_dir, scale)}
     known = machine_paces(results_dir, scale)
     out = []
@@ -163,5 +166,33 @@ def render_findings(results_dir: Path, scale: str) -> str:
                 parts = [reason(row), restart(row, asked), needs(cells, asked, results_dir, scale, known)]
                 detail = "; ".join(p for p in parts if p)
                 out.append(f"- {verdict}: {claim.text} ({claim.source})" + (f": {escape(detail)}" if detail else ""))
+        failed = failed_cells(records, task)
+        if failed:
+            out.append(f"- runs that failed, as the judging rules read them: {escape(failed)}")
         out.append("")
     return "\n".join(out)
+
+
+def short_reason(reason: str) -> str:
+    """A failure's first words: "loss exploded" of "loss exploded to 106.584 at update 300 (...)"."""
+    words = re.match(r"[^\d(:]*", reason).group().split()
+    while words and words[-1] in ("to", "at", "by", "of", "is", "was", "became"):
+        words.pop()
+    return " ".join(words) or reason
+
+
+def failed_cells(records: dict[str, list[dict]], task: str) -> str:
+    """Each cell of `task` with failed seeds: how many of its seeds, and why (the rules' first words), the paper's
+    own method first; "" when none failed."""
+    cells = []
+    for name in sorted(records, key=lambda n: (not n.endswith("-b2t"), n)):
+        if task_folder(name) != task:
+            continue
+        failed = [r for r in records[name] if r["status"] == "failed"]
+        if failed:
+            why = sorted({short_reason(r.get("reason", "")) for r in failed})
+            mine = " (the paper's B2T connection)" if name.endswith("-b2t") else ""
+            seeds = len(records[name])
+            cells.append(f"{name}{mine}: {len(failed)} of {seeds} seed{'s' if seeds > 1 else ''} "
+                         f"({'; '.join(why)})")
+    return ", ".join(cells)

@@ -90,6 +90,9 @@ def plan(table: int, scale: str, seeds: int, cells: list[str], results_dir: Path
     out = []
     for group, method in parse_cells(table, cells):
         name = spec.recipe_name(group, method)
+        if not (recipes_dir() / f"{name}.yaml").is_file():
+            raise ValueError(f"recipes/{name}.yaml: no such recipe (table {table}'s {group} {method} cell: add the "
+                             f"recipe, docs/code-map.md says how)")
         if current_hash(name, scale) is None:
             raise ValueError(f"recipes/{name}.yaml: no {scale!r} scale in this recipe")
         for seed in range(1, seeds + 1):

@@ -441,3 +441,16 @@ def test_findings_say_per_task_what_each_claim_reads_and_the_runs_and_hours_it_s
     assert fastest(deep, tmp_path, "mini", machine_paces(tmp_path, "mini")) == (
         f"about {hours(3600.0 * sum(len(r['seeds']) for r in deep))} one at a time, as whole runs of it took (no "
         f"record keeps a pace of this depth)")
+
+
+def test_findings_name_each_failed_cell_the_papers_method_first(tmp_path):
+    from repro.findings import render_findings
+    write_record(tmp_path, record("18L-18L-post_ln", 1, "failed", reason="validation NLL diverged to 10.089 at "
+                                  "update 5500, above ln(8000)"))
+    write_record(tmp_path, record("60L-12L-b2t", 1, "failed", reason="output no better than one constant sentence: "
+                                  "BLEU 1.08"))
+    text = render_findings(tmp_path, "mini")
+    assert ("- runs that failed, as the judging rules read them: 60L-12L-b2t (the paper's B2T connection): 1 of 1 "
+            "seed (output no better than one constant sentence), 18L-18L-post_ln: 1 of 1 seed (validation NLL "
+            "diverged)") in text
+    assert text.count("runs that failed") == 1  # the other tasks have none

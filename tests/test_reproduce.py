@@ -421,3 +421,10 @@ def test_plan_states_the_grids_wall_time_under_its_jobs():
     text = " ".join(describe_plan(runs, jobs=2).split())  # the totals wrap at 80 columns
     assert "about 4.0 h of runs where earlier runs tell, 2.0 h of wall time at 2 at once" in text
     assert "wall time" not in describe_plan(runs, jobs=1)
+
+
+def test_a_cell_whose_recipe_file_is_missing_says_so(tmp_path, monkeypatch):
+    from repro.reproduce import plan
+    monkeypatch.setattr("repro.reproduce.recipes_dir", lambda: tmp_path)  # a new variant's row, its recipes not yet
+    with pytest.raises(ValueError, match=r"recipes/6L-6L-rezero.yaml: no such recipe \(table 11's 6L-6L rezero cell"):
+        plan(11, "tiny", 1, ["6L-6L:rezero"], tmp_path, tmp_path / "runs")
