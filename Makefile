@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 STAMP := .venv/.installed
 
-.PHONY: install demo test clean
+.PHONY: install demo test test-fast clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv .venv
@@ -22,6 +22,9 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider
+
+test-fast: $(STAMP)  # leaves out the tests that start real training processes
+	$(PY) -m pytest -q -p no:cacheprovider -m 'not slow and not gpu'
 
 clean:
 	rm -rf .venv figures runs

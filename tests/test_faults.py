@@ -149,6 +149,7 @@ def test_damaged_checkpoint_is_refused_on_resume_and_evaluate(tiny_root, tmp_pat
     assert f"resumed from {previous.name}" in r.output
 
 
+@pytest.mark.slow
 def test_second_process_on_a_locked_run_is_refused(tiny_root, tmp_path):
     from repro.train.lock import run_lock
     (tmp_path / "run").mkdir()
@@ -255,6 +256,7 @@ def test_progress_bar_says_pace_learning_rate_and_validation():
     assert ETA_WINDOW_S >= 300  # the time left from minutes of pace, not rich's 30 seconds
 
 
+@pytest.mark.slow
 def test_a_tiny_smoke_run_changes_no_committed_file():
     """`lnrepro train ... --scale tiny` in a clone writes results/tiny/, which git ignores (and none is committed)."""
     repo = Path(__file__).resolve().parents[1]
@@ -266,6 +268,7 @@ def test_a_tiny_smoke_run_changes_no_committed_file():
     assert tracked == ""
 
 
+@pytest.mark.slow
 def test_ctrl_c_checkpoints_the_update_in_flight_and_says_how_to_continue(tiny_root, tmp_path):
     """SIGINT (or SIGTERM) while training: the update in flight finishes, a checkpoint is written, no record (the run
     has not ended), exit 130 with the command that continues it; --resume then goes on from there."""
@@ -543,6 +546,7 @@ def test_two_prepares_at_once_on_a_fresh_root_both_succeed(tmp_path):
     assert not any((tmp_path / "data").glob("*.partial"))
 
 
+@pytest.mark.slow
 def test_killing_reproduce_stops_its_trainings(tiny_root, tmp_path):
     """kill -9 of `reproduce` (no clean-up of its own can run) still stops the trainings it started."""
     import signal

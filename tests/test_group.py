@@ -241,6 +241,7 @@ class Killed(BaseException):
     """A kill -9 between two file writes: nothing of the run's own clean-up runs (not an Exception)."""
 
 
+@pytest.mark.slow
 def test_a_group_killed_before_any_write_around_a_members_end_resumes_bit_for_bit(tiny_root, tmp_path, monkeypatch):
     """A member ends at a stop request between two checkpoints. Killed before each of the run's checkpoint and status
     writes in turn (its own stop checkpoint, the others' checkpoints at its end, its status, every later one), the

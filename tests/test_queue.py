@@ -5,6 +5,7 @@ train them in run folders outside the checkout."""
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from repro import queue
@@ -69,6 +70,7 @@ def test_queue_cli_text_json_and_bad_input(tmp_path):
     assert bad.exit_code == 2 and "--format 'yaml'" in bad.output
 
 
+@pytest.mark.slow
 def test_queue_run_stopped_and_started_again_gives_the_records_of_an_uninterrupted_one(tiny_root, tmp_path):
     """`queue --run` at tiny, its first set (three runs, two lanes): SIGTERM mid-run, then the same command again
     from a fresh clone on the same run folder (the lanes live outside any checkout) gives records equal to an
@@ -113,6 +115,7 @@ def test_queue_run_stopped_and_started_again_gives_the_records_of_an_uninterrupt
     assert any(len(r.get("segments", [])) > 1 for r in b.values())  # one of them was resumed
 
 
+@pytest.mark.slow
 def test_the_gpu_machines_script_runs_the_queue_and_brings_back_what_it_made(tiny_root, tmp_path):
     """device/run.sh on this CPU at tiny, with a deadline of 40 s: the queue it worked from, its output, the results
     folder and, where a run did not finish, an archive of it (its newest checkpoint, log and recipe)."""

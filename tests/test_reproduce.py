@@ -25,6 +25,7 @@ def metrics_by_run(results: Path) -> dict:
             for r in load_records(results, "tiny") if not r.get("overrides")}
 
 
+@pytest.mark.slow
 def test_table1_tiny_two_seeds_then_nothing_to_do(tiny_root, tmp_path):
     common = ["--scale", "tiny", "--root", str(tiny_root), "--results", str(tmp_path / "results"),
               "--runs", str(tmp_path / "runs")]
@@ -73,6 +74,7 @@ def test_table1_tiny_two_seeds_then_nothing_to_do(tiny_root, tmp_path):
     assert resumed == {k: v for k, v in got.items() if k[0].startswith("6L-6L") and k[1] == 1}
 
 
+@pytest.mark.slow
 def test_a_run_training_in_another_process_is_shown_and_left_to_it(tiny_root, tmp_path):
     """Two commands over one table: the second sees the first's run training (its lock held), shows how far it is,
     does not start it again, and starts the rest."""
@@ -132,6 +134,7 @@ def test_launch_threads_share_the_cores_with_runs_training_elsewhere(monkeypatch
     assert launch_threads(runs[3:], 2) == 8
 
 
+@pytest.mark.slow
 def test_submitit_local_executor_runs_the_same_jobs(tiny_root, tmp_path):
     # A real process, as a user runs it: submitit's executor works on the process's own standard streams.
     r = subprocess.run([sys.executable, "-m", "repro.cli", "reproduce", "9", "--cells", "6L-6L:b2t",
@@ -277,6 +280,7 @@ def test_plan_prices_an_earlier_regimes_run_and_a_tokens_x4_calibration_run_per_
         pytest.approx(0.5 * recipe_updates("gigaword/6L-6L-b2t", "mini")), "its depth, 1 thread")
 
 
+@pytest.mark.slow
 def test_sigterm_stops_the_jobs_and_an_ignored_sighup_stays_ignored(tmp_path):
     """`kill` (SIGTERM) of a running reproduce stops its jobs too; each runs in a session of its own, so it would
     otherwise train on, orphaned, holding its run directory's lock. Under nohup (SIGHUP ignored) a closed terminal
