@@ -667,7 +667,9 @@ def test_a_group_never_throws_away_a_run_trained_alone_in_a_members_folder(tiny_
     """`train --seeds 1-3 --resume` where seed 2's folder holds an unfinished run trained alone: one line that says
     how to go on, and that run's checkpoints and log untouched."""
     sets = ["--set", "train.save_interval=2"]
-    alone = tmp_path / "runs" / "6L-6L-post_ln-tiny-s2"
+    from repro.config import resolve
+    tag = resolve(REPO / "recipes/6L-6L-post_ln.yaml", "tiny", sets[1:]).hash()  # a --set run's folder names it
+    alone = tmp_path / "runs" / f"6L-6L-post_ln-tiny-{tag}-s2"
     r = runner.invoke(app, ["train", str(REPO / "recipes/6L-6L-post_ln.yaml"), "--scale", "tiny", "--seed", "2",
                             "--run-dir", str(alone), "--root", str(tiny_root), "--results", str(tmp_path / "res"),
                             *sets])

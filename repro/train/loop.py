@@ -18,6 +18,7 @@ import signal
 import threading
 import time
 from dataclasses import dataclass
+from typing import Protocol
 from pathlib import Path
 
 import numpy as np
@@ -553,209 +554,268 @@ def _train(recipes: list[ResolvedRecipe], run_dirs: list[Path], data_root: Path,
         if (ended.get("status") in ("completed", "failed") and m.state is not None
                 and m.state.get("step") == ended.get("step") and m.state.get("recipe_hash") == m.resolved.hash()):
             return [ended]
-    live = [m for m in members if m.finished is None]
-    r = members[0].r
-    d = setup_distributed()
-    device = torch.device(f"cuda:{d.local_rank}" if torch.cuda.is_available() else "cpu")
-    if device.type == "cpu":
-        keep_freed_memory()
-    corpus_dir = Path(data_root) / r.data.corpus
-    meta = read_meta(corpus_dir)
-    train_data = open_split(r, corpus_dir, r.data.train_split, train=True)
-    valid_data = open_split(r, corpus_dir, r.data.valid_split)
-    if r.optim.gpus_per_update % d.world:
-        raise ValueError(f"optim.gpus_per_update {r.optim.gpus_per_update} is not a multiple of the "
-                         f"{d.world} processes")
-    update_freq = r.optim.gpus_per_update // d.world
-    merge = batches_per_forward(r, tokens_per_gpu, d.world)
+    training = Training(members, data_root, cuda_graphs, tokens_per_gpu, tensorboard, on_finish)
+    return training.run()
 
-    # -- set-up: each member's directory and model, as its standalone run makes them ------------------------
-    # the members that train together now (one that ended before is no longer of the group; one left alone is none)
-    group = ({"runs": [str(m.run_dir) for m in live], "seeds": [m.r.train.seed for m in live]}
-             if len(live) > 1 else None)
-    models, engine = [], None
-    for m in live:
-        prepare_member(m, d, meta, update_freq, merge, group)
-        models.append(build_member(m, meta, train_data, device, d))
-    warmup = models[0].variant.warmup if models else True
-    if len(members) == 1:
-        optimizer = make_optimizer(models[0].parameters(), r.optim.lr, r.optim.betas, r.optim.eps,
-                                   r.optim.weight_decay)
-        if live[0].state is not None:
-            load_optimizer_state(optimizer, live[0].state["optimizer"])
-        engine = SingleEngine(models[0], optimizer, r, d, device, cuda_graphs)
-    elif live:
-        engine = GroupEngine(models, [m.state and m.state["optimizer"] for m in live], [m.resolved for m in live],
-                             device)
-    del models
-    resumed = next((m.state for m in live if m.state is not None), None)
-    step = resumed["step"] if resumed else 0
-    if resumed:  # a group's members hold the same random state: the group's
-        torch.set_rng_state(resumed["rng"]["torch"])
-        random.setstate(resumed["rng"]["python"])
-        if torch.cuda.is_available() and resumed["rng"].get("cuda") is not None:
-            torch.cuda.set_rng_state(resumed["rng"]["cuda"])
-    for m in live:
-        # a member that ended at a stop request and was killed before its status: it ends here again, as it did
-        m.stopped = m.state.get("stopped") if m.state else None
-        m.window = {**new_window(), **(m.state.get("window", {}) if m.state else {})}
-        m.state = None  # loaded: free it
 
-    t0, c0 = time.time(), time.process_time()
+class Engine(Protocol):
+    """What the loop asks of a standalone run's engine (SingleEngine) and a group's (GroupEngine): member g of
+    `size` members."""
 
-    def segments(m: Member) -> list[dict]:
+    size: int
+
+    def update(self, groups: list[list], lrs: list[float], collate) -> list[dict]: ...
+
+    def validate(self, data, max_tokens: int) -> list[float]: ...
+
+    def member_state(self, g: int) -> tuple[dict, dict]: ...
+
+    def drop(self, keep: list[bool]) -> None: ...
+
+    def counts(self) -> dict | None: ...
+
+
+class Training:
+    """One training of a run alone or of a group's members, in phases: set-up (`__init__`: data, models, engine and
+    the random state a resume restores), then per update `step`, `validate`, `ask_stops` and `checkpoint`, and at
+    the end `finish_all`. A member that ends early (a failure, a stop request) leaves the group at its update
+    (`drop_ended`), and its status is written once the others have checkpointed there (`end_members`)."""
+
+    def __init__(self, members: list[Member], data_root: Path, cuda_graphs: bool, tokens_per_gpu: int | None,
+                 tensorboard: bool, on_finish):
+        self.members, self.on_finish = members, on_finish
+        self.live = [m for m in members if m.finished is None]
+        r = self.r = members[0].r
+        d = self.d = setup_distributed()
+        self.device = torch.device(f"cuda:{d.local_rank}" if torch.cuda.is_available() else "cpu")
+        if self.device.type == "cpu":
+            keep_freed_memory()
+        self.corpus_dir = Path(data_root) / r.data.corpus
+        meta = read_meta(self.corpus_dir)
+        self.train_data = open_split(r, self.corpus_dir, r.data.train_split, train=True)
+        self.valid_data = open_split(r, self.corpus_dir, r.data.valid_split)
+        if r.optim.gpus_per_update % d.world:
+            raise ValueError(f"optim.gpus_per_update {r.optim.gpus_per_update} is not a multiple of the "
+                             f"{d.world} processes")
+        self.update_freq = r.optim.gpus_per_update // d.world
+        self.merge = batches_per_forward(r, tokens_per_gpu, d.world)
+        # the members that train together now (one that ended before is no longer of the group; one left alone is
+        # none)
+        self.group = ({"runs": [str(m.run_dir) for m in self.live], "seeds": [m.r.train.seed for m in self.live]}
+                      if len(self.live) > 1 else None)
+        self.engine = self._engine(meta, cuda_graphs)
+        resumed = next((m.state for m in self.live if m.state is not None), None)
+        self.step = resumed["step"] if resumed else 0
+        if resumed:  # a group's members hold the same random state: the group's
+            torch.set_rng_state(resumed["rng"]["torch"])
+            random.setstate(resumed["rng"]["python"])
+            if torch.cuda.is_available() and resumed["rng"].get("cuda") is not None:
+                torch.cuda.set_rng_state(resumed["rng"]["cuda"])
+        for m in self.live:
+            # a member that ended at a stop request and was killed before its status: it ends here again, as it did
+            m.stopped = m.state.get("stopped") if m.state else None
+            m.window = {**new_window(), **(m.state.get("window", {}) if m.state else {})}
+            m.state = None  # loaded: free it
+            m.tb = TensorBoard(m.run_dir, self.step) if tensorboard and d.main else None
+        self.t0, self.c0 = time.time(), time.process_time()
+        self.from_update = self.step
+        self.saved_at = time.time()
+        self.active, self.ended = list(self.live), []
+
+    def _engine(self, meta: dict, cuda_graphs: bool) -> Engine | None:
+        """Each member's directory and model, as its standalone run makes them, and the engine that updates them."""
+        models = []
+        for m in self.live:
+            prepare_member(m, self.d, meta, self.update_freq, self.merge, self.group)
+            models.append(build_member(m, meta, self.train_data, self.device, self.d))
+        self.warmup = models[0].variant.warmup if models else True
+        r = self.r
+        if len(self.members) == 1:
+            optimizer = make_optimizer(models[0].parameters(), r.optim.lr, r.optim.betas, r.optim.eps,
+                                       r.optim.weight_decay)
+            if self.live[0].state is not None:
+                load_optimizer_state(optimizer, self.live[0].state["optimizer"])
+            return SingleEngine(models[0], optimizer, r, self.d, self.device, cuda_graphs)
+        if self.live:
+            return GroupEngine(models, [m.state and m.state["optimizer"] for m in self.live],
+                               [m.resolved for m in self.live], self.device)
+        return None
+
+    # -- what the phases write ------------------------------------------------------------------------------
+    def segments(self, m: Member) -> list[dict]:
         this = {"started": m.stretch_started, "commit": m.status["commit"], "model_code": m.status["model_code"],
-                "hardware": m.status["hardware"], "from_update": from_update, "to_update": step,
-                "duration_s": round(time.time() - t0, 1), "cpu_s": round(time.process_time() - c0, 1),
-                **({"group_size": len(live)} if group else {}),
-                **({"cuda_graphs": engine.counts()} if engine.counts() else {})}
+                "hardware": m.status["hardware"], "from_update": self.from_update, "to_update": self.step,
+                "duration_s": round(time.time() - self.t0, 1), "cpu_s": round(time.process_time() - self.c0, 1),
+                **({"group_size": len(self.live)} if self.group else {}),
+                **({"cuda_graphs": self.engine.counts()} if self.engine.counts() else {})}
         return m.earlier + [this]
 
-    from_update = step
-
-    def save_checkpoints(runs: list[Member], kind: str = "checkpoint", prune: bool = True) -> None:
+    def save_checkpoints(self, runs: list[Member], kind: str = "checkpoint", prune: bool = True) -> None:
         """Every member's checkpoint of this update: a save_interval one, or (`kind` "resume") one on wall time or
         at a member's end."""
-        nonlocal saved_at
-        saved_at = time.time()
-        if not d.main:
+        self.saved_at = time.time()
+        if not self.d.main:
             return
         rng = {"torch": torch.get_rng_state(), "python": random.getstate(),
                "cuda": torch.cuda.get_rng_state() if torch.cuda.is_available() else None}
         for m in runs:
-            model_state, optimizer_state = engine.member_state(active.index(m))
-            state = {"model": model_state, "optimizer": optimizer_state, "step": step, "epoch": m.epoch,
-                     "position": m.position, "elapsed": m.elapsed_before + time.time() - t0,
-                     "health": m.health.state_dict(), "segments": segments(m), "rng": rng,
+            model_state, optimizer_state = self.engine.member_state(self.active.index(m))
+            state = {"model": model_state, "optimizer": optimizer_state, "step": self.step, "epoch": m.epoch,
+                     "position": m.position, "elapsed": m.elapsed_before + time.time() - self.t0,
+                     "health": m.health.state_dict(), "segments": self.segments(m), "rng": rng,
                      "recipe_hash": m.resolved.hash(), **({"group": m.status["group"]} if "group" in m.status else {}),
                      "window": {k: v for k, v in m.window.items() if k != "time"},  # sums toward the next log line
                      **({"stopped": m.stopped} if m.stopped else {})}  # its end, should the status not follow
-            checkpoint.save(state, m.run_dir, step, keep_last=None, kind=kind)
+            checkpoint.save(state, m.run_dir, self.step, keep_last=None, kind=kind)
         if prune:
-            prune_all(runs)
+            self.prune_all(runs)
 
-    def prune_all(runs: list[Member]) -> None:
-        if d.main:  # only once every member has this update's checkpoint (align_group)
+    def prune_all(self, runs: list[Member]) -> None:
+        if self.d.main:  # only once every member has this update's checkpoint (align_group)
             for m in runs:
                 checkpoint.prune(m.run_dir, m.r.train.keep_last)
 
-    saved_at = time.time()
-
-    def finish(m: Member) -> None:
+    def finish(self, m: Member) -> None:
         """Write the member's status.json: the run has ended (completed, or failed)."""
         m.status.update({"status": "failed" if m.failed else "completed", "reason": m.failed or m.stopped or "",
-                         "step": step, "finished": now(), "duration_s": round(m.elapsed_before + time.time() - t0, 1),
+                         "step": self.step, "finished": now(),
+                         "duration_s": round(m.elapsed_before + time.time() - self.t0, 1),
                          "recipe": str(m.resolved.path), "recipe_hash": m.resolved.hash(),
                          "scale": m.resolved.scale, "overrides": m.resolved.overrides, "seed": m.r.train.seed,
-                         "segments": segments(m)})
+                         "segments": self.segments(m)})
         if m.tb:
             m.tb.close()
-        if d.main:
+        if self.d.main:
             atomic_write_text(m.status_path, json.dumps(m.status, indent=2) + "\n")
-        if on_finish is not None:
-            on_finish(members.index(m), m.status)
+        if self.on_finish is not None:
+            self.on_finish(self.members.index(m), m.status)
 
-    def log(m: Member, row: dict) -> None:
-        if d.main:
+    def log(self, m: Member, row: dict) -> None:
+        if self.d.main:
             append_jsonl(m.log_path, row)
             if m.tb:
                 m.tb.row(row)
 
-    active, ended = list(live), []
-
-    def drop_ended() -> None:
+    # -- members that end early ----------------------------------------------------------------------------
+    def drop_ended(self) -> None:
         """Members that failed, or were asked to stop, leave the group here; the others train on. Their status is
         written at the end of the update (`end_members`), after the others' checkpoints."""
-        nonlocal active
-        keep = [m.failed is None and m.stopped is None for m in active]
+        keep = [m.failed is None and m.stopped is None for m in self.active]
         if all(keep):
             return
-        gone = [m for m, k in zip(active, keep) if not k]
+        gone = [m for m, k in zip(self.active, keep) if not k]
         stopped = [m for m in gone if m.failed is None]
         if stopped:  # its last update's weights, as a run at its end keeps them
-            save_checkpoints(stopped, prune=False)
-        ended.extend(gone)
-        engine.drop(keep)
-        active = [m for m, k in zip(active, keep) if k]
+            self.save_checkpoints(stopped, prune=False)
+        self.ended.extend(gone)
+        self.engine.drop(keep)
+        self.active = [m for m, k in zip(self.active, keep) if k]
 
-    def end_members() -> None:
+    def end_members(self) -> None:
         """The members that ended at this update: the others checkpoint here first, so that a kill at any point
         resumes the group as it trained on. Killed before that, the group resumes from its last common checkpoint
         with the ended members, which end again as they did; killed after, from this update without them."""
-        if active:
-            save_checkpoints(active, "checkpoint" if step % r.train.save_interval == 0 else "resume", prune=False)
-        for m in ended:
-            finish(m)
-        prune_all(active + ended)
-        ended.clear()
+        if self.active:
+            self.save_checkpoints(self.active, "checkpoint" if self.step % self.r.train.save_interval == 0
+                                  else "resume", prune=False)
+        for m in self.ended:
+            self.finish(m)
+        self.prune_all(self.active + self.ended)
+        self.ended.clear()
 
-    # -- the loop: one update of every member, then its logging, validation and checkpoint ------------------
-    interrupted = None
-    title = f"train {members[0].resolved.name}" + (f" seeds {','.join(map(str, group['seeds']))}" if group else "")
-    for m in live:
-        m.tb = TensorBoard(m.run_dir, step) if tensorboard and d.main else None
-    drop_ended()
-    if ended:
-        end_members()
-    with progress_bar(title, r.optim.max_updates) as bar, StopRequest() as stop:
-        bar.advance(step)
-        while active and step < r.optim.max_updates:
-            groups = [m.next_update(train_data, d, update_freq, merge, corpus_dir) for m in active]
-            lrs = [m.lr(step, warmup) for m in active]
-            results = engine.update(groups, lrs, train_data.collate)
-            step += 1
-            bar.advance(1)
-            for m, res, lr in zip(active, results, lrs):
-                take_update(m, res, step, lr, t0, log)
-            if d.main and step % r.train.log_interval == 0:
-                bar.update(status=bar_status(active[0].window["last"], active[0].last_valid) +
-                           (f" ({len(active)} of {len(members)} training)" if group else ""))
-            drop_ended()
-            if active and step % r.train.validate_interval == 0:
-                for m, v in zip(active, engine.validate(valid_data, batch_tokens(r))):
-                    m.last_valid = v
-                    log(m, {"step": step, "valid_nll": v})
-                    m.failed = m.health.check_valid(step, v)
-            if active and (step % r.train.validate_interval == 0 or step % r.train.log_interval == 0):
-                for m in active:  # a request read at a log line, not a validation: at most log_interval updates late
-                    asked = stop_reason(m.run_dir, d, device)  # on every process: it may all-reduce
-                    m.stopped = None if m.failed else asked
-                drop_ended()
-            if ended:
-                end_members()
-            elif active and step % r.train.save_interval == 0:
-                save_checkpoints(active)
-            elif active and step % r.train.log_interval == 0 and wall_clock_due(saved_at, d, device):
-                save_checkpoints(active, kind="resume")  # at a log line: every process asks at the same update
-            if active and stop.requested(d.world, device):
-                interrupted = stop.name
-                break
+    # -- the phases of an update ---------------------------------------------------------------------------
+    def train_step(self) -> None:
+        """One update of every member, and its log rows."""
+        groups = [m.next_update(self.train_data, self.d, self.update_freq, self.merge, self.corpus_dir)
+                  for m in self.active]
+        lrs = [m.lr(self.step, self.warmup) for m in self.active]
+        results = self.engine.update(groups, lrs, self.train_data.collate)
+        self.step += 1
+        for m, res, lr in zip(self.active, results, lrs):
+            take_update(m, res, self.step, lr, self.t0, self.log)
 
-    # -- finish: a last validation and checkpoint, the status of every member -------------------------------
-    if interrupted:
-        if step % r.train.save_interval:  # to resume from, never averaged
-            save_checkpoints(active, kind="resume")
-        for m in active:
-            if m.tb:
-                m.tb.close()
-            # no status.json: the run directory reads as unfinished, resumable from the checkpoint just written
-            m.status.update({"status": "interrupted", "reason": f"{interrupted} at update {step}", "step": step})
-    else:
+    def validate(self) -> None:
+        for m, v in zip(self.active, self.engine.validate(self.valid_data, batch_tokens(self.r))):
+            m.last_valid = v
+            self.log(m, {"step": self.step, "valid_nll": v})
+            m.failed = m.health.check_valid(self.step, v)
+
+    def ask_stops(self) -> None:
+        """Stop requests, read at a log line or a validation (at most log_interval updates late)."""
+        for m in self.active:
+            asked = stop_reason(m.run_dir, self.d, self.device)  # on every process: it may all-reduce
+            m.stopped = None if m.failed else asked
+
+    def checkpoint(self) -> None:
+        """The update's checkpoint, if any: at a member's end, at save_interval, or on wall time at a log line."""
+        r = self.r
+        if self.ended:
+            self.end_members()
+        elif self.active and self.step % r.train.save_interval == 0:
+            self.save_checkpoints(self.active)
+        elif (self.active and self.step % r.train.log_interval == 0
+              and wall_clock_due(self.saved_at, self.d, self.device)):
+            self.save_checkpoints(self.active, kind="resume")  # at a log line: every process asks at the same update
+
+    def run(self) -> list[dict]:
+        r, members = self.r, self.members
+        self.drop_ended()  # a member resumed at its end (see __init__)
+        if self.ended:
+            self.end_members()
+        interrupted = None
+        title = f"train {members[0].resolved.name}" + (
+            f" seeds {','.join(map(str, self.group['seeds']))}" if self.group else "")
+        with progress_bar(title, r.optim.max_updates) as bar, StopRequest() as stop:
+            bar.advance(self.step)
+            while self.active and self.step < r.optim.max_updates:
+                self.train_step()
+                bar.advance(1)
+                if self.d.main and self.step % r.train.log_interval == 0:
+                    bar.update(status=bar_status(self.active[0].window["last"], self.active[0].last_valid) +
+                               (f" ({len(self.active)} of {len(members)} training)" if self.group else ""))
+                self.drop_ended()
+                at_validation = self.step % r.train.validate_interval == 0
+                if self.active and at_validation:
+                    self.validate()
+                if self.active and (at_validation or self.step % r.train.log_interval == 0):
+                    self.ask_stops()
+                    self.drop_ended()
+                self.checkpoint()
+                if self.active and stop.requested(self.d.world, self.device):
+                    interrupted = stop.name
+                    break
+        self.finish_all(interrupted)
+        if self.d.world > 1:
+            dist.barrier()
+        return [m.finished if m.finished is not None else m.status for m in members]
+
+    def finish_all(self, interrupted: str | None) -> None:
+        """The end: a stopped process checkpoints to resume from; a finished training validates its last update
+        (unless it just did), checkpoints it and writes every member's status."""
+        r = self.r
+        if interrupted:
+            if self.step % r.train.save_interval:  # to resume from, never averaged
+                self.save_checkpoints(self.active, kind="resume")
+            for m in self.active:
+                if m.tb:
+                    m.tb.close()
+                # no status.json: the run directory reads as unfinished, resumable from the checkpoint just written
+                m.status.update({"status": "interrupted", "reason": f"{interrupted} at update {self.step}",
+                                 "step": self.step})
+            return
         # (a resumed run that had already ended validated this update then: its log keeps that row)
-        need = [step % r.train.validate_interval and not validated_in_log(m.log_path, step) for m in active]
+        need = [self.step % r.train.validate_interval and not validated_in_log(m.log_path, self.step)
+                for m in self.active]
         if any(need):
-            for m, v, n in zip(active, engine.validate(valid_data, batch_tokens(r)), need):
+            for m, v, n in zip(self.active, self.engine.validate(self.valid_data, batch_tokens(r)), need):
                 if n:
-                    log(m, {"step": step, "valid_nll": v})
-                    m.failed = m.health.check_valid(step, v)
-        done = [m for m in active if m.failed is None]
-        if done and step % r.train.save_interval:
-            save_checkpoints(done)
-        for m in active:
-            finish(m)
-    if d.world > 1:
-        dist.barrier()
-    return [m.finished if m.finished is not None else m.status for m in members]
+                    self.log(m, {"step": self.step, "valid_nll": v})
+                    m.failed = m.health.check_valid(self.step, v)
+        done = [m for m in self.active if m.failed is None]
+        if done and self.step % r.train.save_interval:
+            self.save_checkpoints(done)
+        for m in self.active:
+            self.finish(m)
 
 
 def new_window() -> dict:
