@@ -19,7 +19,7 @@ The rule (`choose`):
   settings that happened to finish first would be another rule. The curves so far are still drawn.
 B2T and the other methods are never read. The records and curves are written under results/<scale>/calibration/.
 
-Version 2 (`choose_v2`, 2026-11-29; a spec with `rules: v2`) widens the grid to learning rate, warmup and tokens
+Version 2 (`choose`, 2026-11-29; a spec with `rules: v2`) widens the grid to learning rate, warmup and tokens
 per update, gates on "learned" (judging rules v2) and on the task's deepest Pre-LN cell, chooses by minimax
 regret instead of the mean, and may find a task not informative at its scale. v1's choices stay as they were made.
 Its runs train to convergence or the cap: a setting's two baseline runs are stopped once the rule has settled the
@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 import math
-import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,14 +56,11 @@ class CalibrationSpec:
     validate_interval: int
     window_fraction: float
     tolerance: float
-    rules: str = "v1"                       # "v2": choose_v2, with the two keys below
+    rules: str = "v1"                       # "v2": choose, with the two keys below
     deep_pre_ln: str | None = None          # v2: the task's deepest Pre-LN recipe, which the choice must let learn
     tokens_factor: tuple[int, ...] = (1,)   # v2: tokens per update, times the recipe's (by accumulation)
 
-    def settings(self) -> list[tuple[int, float]]:
-        return [(w, lr) for lr in self.lr for w in self.warmup_updates]
-
-    def settings_v2(self) -> list[tuple[int, float, int]]:
+    def settings(self) -> list[tuple[int, float, int]]:
         """(warmup, lr, tokens factor) of every grid point, the order ties are broken in."""
         return [(w, lr, k) for k in self.tokens_factor for lr in self.lr for w in self.warmup_updates]
 
@@ -124,20 +120,14 @@ def recipe_path(spec: CalibrationSpec, name: str) -> Path:
     return spec.path.parents[2 if spec.rules == "v2" else 1] / f"{name}.yaml"
 
 
-def label(name: str, warmup: int, lr: float) -> str:
+def base_label(name: str, warmup: int, lr: float) -> str:
     return f"{name.replace('/', '-')}-w{warmup}-lr{lr:g}"
 
 
-def overrides(spec: CalibrationSpec, warmup: int, lr: float) -> list[str]:
+def base_overrides(spec: CalibrationSpec, warmup: int, lr: float) -> list[str]:
     return [f"optim.warmup_updates={warmup}", f"optim.lr={lr:g}", f"optim.max_updates={spec.max_updates}",
             f"train.validate_interval={spec.validate_interval}", f"train.save_interval={spec.validate_interval * 4}",
             "train.keep_last=1", "eval.average_last=1", f"train.divergence_window={spec.max_updates}"]
-
-
-def jobs(spec: CalibrationSpec, runs_dir: Path, data_root: Path) -> list:
-    """One `train` job per (baseline, setting); a finished run is skipped, an interrupted one resumes."""
-    return [train_job(spec, name, (warmup, lr, 1), runs_dir, data_root) for warmup, lr in spec.settings()
-            for name in spec.baselines if not finished(runs_dir / label(name, warmup, lr))]
 
 
 # -- the rule -------------------------------------------------------------------------------------------------
@@ -162,49 +152,9 @@ def setting_length(curves: list[list[tuple[int, float]]], warmup: int, spec: Cal
     return None
 
 
-def choose(spec: CalibrationSpec, curves: dict[tuple[int, float], dict[str, list]],
-           failed: dict[tuple[int, float], list[str]]) -> dict:
-    """Apply the rule to every setting; returns each setting's outcome and the choice (None if no setting qualifies)."""
-    rows = []
-    for (warmup, lr) in spec.settings():
-        c = curves.get((warmup, lr), {})
-        row = {"warmup_updates": warmup, "lr": lr, "length": None, "mean_best_valid_nll": None,
-               "best_valid_nll": {}, "excluded": ""}
-        if failed.get((warmup, lr)):
-            row["excluded"] = "failed: " + ", ".join(failed[(warmup, lr)])
-        elif any(not c.get(b) for b in spec.baselines):
-            row["excluded"] = "not run"
-        else:
-            length = setting_length([c[b] for b in spec.baselines], warmup, spec)
-            if length is None:
-                row["excluded"] = f"not converged within {spec.max_updates} updates"
-            else:
-                best = {b: best_until(c[b], length) for b in spec.baselines}
-                row.update(length=length, best_valid_nll=best, mean_best_valid_nll=statistics.fmean(best.values()))
-        rows.append(row)
-    incomplete = [(r["warmup_updates"], r["lr"]) for r in rows if r["excluded"] == "not run"]
-    chosen = at_cap = None
-    if not incomplete:  # a choice among the settings that happened to finish first would be another rule
-        chosen = min((r for r in rows if r["length"] is not None),
-                     key=lambda r: (round(r["mean_best_valid_nll"], 6), r["length"], r["warmup_updates"]), default=None)
-        ran = [] if chosen else [
-            (statistics.fmean(best_until(curves[k][b], spec.max_updates) for b in spec.baselines), k)
-            for k in spec.settings() if not failed.get(k)]
-        if ran:
-            mean, (warmup, lr) = min(ran, key=lambda x: (round(x[0], 6), x[1][0]))
-            at_cap = {"warmup_updates": warmup, "lr": lr, "max_updates": spec.max_updates,
-                      "mean_best_valid_nll": mean, "converged": False}
-    decision = {"settings": rows, "choice": None if chosen is None else
-                {"warmup_updates": chosen["warmup_updates"], "lr": chosen["lr"], "max_updates": chosen["length"]},
-                "provisional": at_cap}
-    if incomplete:  # absent on a whole grid, so that the choices already recorded read the same
-        decision["incomplete"] = [{"warmup_updates": w, "lr": lr} for w, lr in incomplete]
-    return decision
-
-
 # -- the rule, version 2 (2026-11-29) --------------------------------------------------------------------------
 
-RULES_V2 = "calibration v2 of 2026-11-29 (repro/calibration.py: choose_v2)"
+RULES_V2 = "calibration v2 of 2026-11-29 (repro/calibration.py: choose_v2)"  # as records keep it; now `choose`
 
 
 def learned(status: str, reason: str, best: float, unigram_nll: float) -> str:
@@ -219,7 +169,7 @@ def learned(status: str, reason: str, best: float, unigram_nll: float) -> str:
     return ""
 
 
-def choose_v2(spec: CalibrationSpec, runs: dict, unigram_nll: float, deep: dict) -> dict:
+def choose(spec: CalibrationSpec, runs: dict, unigram_nll: float, deep: dict) -> dict:
     """Calibration v2 (2026-11-29), fixed before any of its runs.
 
     `runs[setting][baseline]` and `deep[setting]` are (status, reason, curve) of the baselines' runs and of the
@@ -239,7 +189,7 @@ def choose_v2(spec: CalibrationSpec, runs: dict, unigram_nll: float, deep: dict)
       `not_informative` says why. While any baseline run of the grid has not been made, nothing is decided.
     B2T and the other methods are never read."""
     rows, incomplete = [], []
-    for setting in spec.settings_v2():
+    for setting in spec.settings():
         warmup, lr, k = setting
         row = {"warmup_updates": warmup, "lr": lr, "tokens_factor": k, "length": None, "converged": None,
                "best_valid_nll": {}, "learned": {}, "regret": None, "deep_pre_ln": "not needed", "excluded": ""}
@@ -294,7 +244,7 @@ def choose_v2(spec: CalibrationSpec, runs: dict, unigram_nll: float, deep: dict)
     return decision
 
 
-def outcome_v2(spec: CalibrationSpec, decision: dict) -> str:
+def outcome(spec: CalibrationSpec, decision: dict) -> str:
     """A v2 decision in one line: the choice, "not informative" and why, the deepest Pre-LN run it waits for, or
     undecided (a baseline run not recorded yet)."""
     at = lambda s: f"warmup {s['warmup_updates']:,}, lr {s['lr']:g}, tokens x{s['tokens_factor']}, " \
@@ -324,12 +274,6 @@ def read_run(run_dir: Path) -> tuple[dict | None, list[dict]]:
     log = read_jsonl(run_dir / "log.jsonl") \
         if (run_dir / "log.jsonl").is_file() else []
     return status, log
-
-
-def recorded_runs(spec: CalibrationSpec, out_dir: Path) -> int:
-    """How many of the grid's runs have a record in out_dir."""
-    return sum((Path(out_dir) / f"{label(name, w, lr)}.json").is_file() for w, lr in spec.settings()
-               for name in spec.baselines)
 
 
 def grid_cost(scale: str, runs: list[tuple[str, int]], results_dir: Path, threads: int, jobs: int,
@@ -373,19 +317,12 @@ def job_runs(spec: CalibrationSpec, jobs: list) -> list[tuple[str, int]] | None:
     """The (recipe name, batches of its recipe's size) the grid's `jobs` train at most (each to its cap, a run of
     tokens factor k k batches an update); None where a job trains a group (grouped, its pace is not a run's)."""
     from repro.reproduce import recipe_batches
-    names = {label_v2(name, st): (name, st[2]) for st in spec.settings_v2()
+    names = {label(name, st): (name, st[2]) for st in spec.settings()
              for name in (*spec.baselines, *([spec.deep_pre_ln] if spec.deep_pre_ln else []))}
     if any(j.name not in names for j in jobs):
         return None
     return [(names[j.name][0], j.total_updates * names[j.name][1] * recipe_batches(names[j.name][0], spec.scale))
             for j in jobs]
-
-
-def collect(spec: CalibrationSpec, runs_dir: Path, out_dir: Path) -> None:
-    """Copy each finished calibration run's record and its training log into out_dir (`collect_runs`)."""
-    collect_runs([(label(name, warmup, lr), {"recipe_name": name, "task": spec.task, "warmup_updates": warmup,
-                                             "lr": lr}) for warmup, lr in spec.settings() for name in spec.baselines],
-                 runs_dir, out_dir)
 
 
 NOTES = ("commit_note", "note")  # what a person wrote on a collected record: kept when it is collected again
@@ -473,42 +410,6 @@ def valid_curve(rows: list, path: Path | None = None) -> list[tuple[int, float]]
     return curve
 
 
-def load_curves(spec: CalibrationSpec, out_dir: Path):
-    curves: dict = {}
-    failed: dict = {}
-    for warmup, lr in spec.settings():
-        for name in spec.baselines:
-            got = recorded_run(out_dir, label(name, warmup, lr))
-            if got is None:
-                continue
-            status, reason, curve = got
-            curves.setdefault((warmup, lr), {})[name] = curve
-            if status == "failed":
-                failed.setdefault((warmup, lr), []).append(f"{name} ({reason})")
-    return curves, failed
-
-
-def decide(spec: CalibrationSpec, out_dir: Path, png: Path) -> dict:
-    """The rule applied to the committed records: writes choice.json and the curves PNG; returns the decision.
-
-    On an incomplete grid only the curves so far are drawn: choice.json is written once every setting has run.
-    """
-    curves, failed = load_curves(spec, out_dir)
-    decision = choose(spec, curves, failed)
-    decision.update({"task": spec.task, "scale": spec.scale, "spec": str(spec.path), "baselines": list(spec.baselines),
-                     "rule": {"window_fraction": spec.window_fraction, "tolerance": spec.tolerance,
-                              "cap": spec.max_updates}})
-    if decision.get("incomplete"):
-        plot(spec, curves, decision, png)
-        return decision
-    kept = kept_choice(out_dir / "choice.json", decision)
-    if kept is not None and png.is_file():
-        return kept
-    write_choice(out_dir / "choice.json", decision)
-    plot(spec, curves, decision, png)
-    return decision
-
-
 def kept_choice(path: Path, decision: dict) -> dict | None:
     """The choice.json already written for this same decision, with when and where it was first made; else None."""
     old = read_json(path) if path.is_file() else {}
@@ -524,63 +425,29 @@ def write_choice(path: Path, decision: dict) -> None:
     atomic_write_text(path, json.dumps(decision, indent=2) + "\n")
 
 
-def plot(spec: CalibrationSpec, curves: dict, decision: dict, png: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from repro.figures.output import save_figure
-    fig, axes = plt.subplots(1, len(spec.baselines), figsize=(6 * len(spec.baselines), 4.2), sharey=True)
-    rows = {(r["warmup_updates"], r["lr"]): r for r in decision["settings"]}
-    for ax, name in zip(axes, spec.baselines):
-        for setting in spec.settings():
-            curve = curves.get(setting, {}).get(name)
-            if not curve:
-                continue
-            xs, ys = zip(*curve)
-            line, = ax.plot(xs, ys, label=f"warmup {setting[0]}, lr {setting[1]:g}")
-            length = rows[setting]["length"]
-            if length is not None:
-                ax.axvline(length, color=line.get_color(), linestyle=":", linewidth=1)
-        ax.set_title(name)
-        ax.set_xlabel("updates")
-        ax.legend(fontsize=8)
-    axes[0].set_ylabel("validation NLL (nats, shared axis)")
-    c, p, todo = decision["choice"], decision.get("provisional"), decision.get("incomplete")
-    missing = "; ".join(f"warmup {t['warmup_updates']}, lr {t['lr']:g}" for t in todo or [])
-    chosen = (f"grid incomplete, no choice yet; not run: {missing}" if todo else
-              f"chosen: warmup {c['warmup_updates']}, lr {c['lr']:g}, {c['max_updates']} updates" if c else
-              f"no setting converged within the cap; provisional: warmup {p['warmup_updates']}, lr {p['lr']:g}, "
-              f"{p['max_updates']} updates (lowest mean at the cap)" if p else "no setting converged within the cap")
-    fig.suptitle(f"Calibration of the {spec.scale} regime, {spec.task}: validation NLL of the baselines "
-                 f"(dotted: where both converged)\n{chosen}", fontsize=9)
-    fig.tight_layout()
-    save_figure(fig, png, None, {})
-
-
 # -- running v2 -------------------------------------------------------------------------------------------------
 
-def label_v2(name: str, setting: tuple[int, float, int]) -> str:
+def label(name: str, setting: tuple[int, float, int]) -> str:
     warmup, lr, k = setting
-    return label(name, warmup, lr) + (f"-x{k}" if k != 1 else "")
+    return base_label(name, warmup, lr) + (f"-x{k}" if k != 1 else "")
 
 
 def parse_setting(spec: CalibrationSpec, text: str) -> tuple[int, float, int]:
-    """The grid setting `text` names as label_v2 does (w1000-lr0.0005-x4; x1 has no suffix)."""
-    for st in spec.settings_v2():
-        if label_v2("", st).lstrip("-") == text:
+    """The grid setting `text` names as label does (w1000-lr0.0005-x4; x1 has no suffix)."""
+    for st in spec.settings():
+        if label("", st).lstrip("-") == text:
             return st
     raise ValueError(f"--setting {text!r}: not a setting of {spec.path} (its settings: "
-                     + ", ".join(label_v2("", st).lstrip("-") for st in spec.settings_v2()) + ")")
+                     + ", ".join(label("", st).lstrip("-") for st in spec.settings()) + ")")
 
 
-def overrides_v2(spec: CalibrationSpec, name: str, setting: tuple[int, float, int],
+def overrides(spec: CalibrationSpec, name: str, setting: tuple[int, float, int],
                  max_updates: int | None = None) -> list[str]:
     """v1's overrides at the setting, tokens per update times k (more batches accumulated per update), and for a
     deepest Pre-LN run its candidate's length instead of the cap."""
     from repro.config import resolve
     warmup, lr, k = setting
-    sets = overrides(spec, warmup, lr)
+    sets = base_overrides(spec, warmup, lr)
     if max_updates is not None:
         sets = [f"optim.max_updates={max_updates}" if x.startswith("optim.max_updates=") else x for x in sets]
     if k != 1:
@@ -614,13 +481,13 @@ def stop_settled(spec: CalibrationSpec, runs_dir: Path, out_dir: Path) -> list[s
     their labels.
 
     A setting is settled once its length L is known: both baselines' curves have converged at a validation point
-    (`setting_length`), and choose_v2 reads nothing of them past L. It is settled as well when a baseline failed:
+    (`setting_length`), and choose reads nothing of them past L. It is settled as well when a baseline failed:
     the setting is then out whatever its partner does. A run trains on to the cap only while neither has
     happened, so the grid costs what its settings need and no more."""
     from repro.train.loop import STOP_FILE, request_stop
     asked = []
-    for st in spec.settings_v2():
-        got = {b: recorded_run(out_dir, label_v2(b, st)) or live_run(runs_dir / label_v2(b, st))
+    for st in spec.settings():
+        got = {b: recorded_run(out_dir, label(b, st)) or live_run(runs_dir / label(b, st))
                for b in spec.baselines}
         failed = [b for b, g in got.items() if g and g[0] == "failed"]
         length = None if failed or not all(got.values()) else setting_length([g[2] for g in got.values()], st[0],
@@ -630,21 +497,21 @@ def stop_settled(spec: CalibrationSpec, runs_dir: Path, out_dir: Path) -> list[s
         reason = (f"calibration v2: {failed[0]} failed, so this setting is out" if failed else
                   f"calibration v2: both baselines converged at update {length}, this setting's length")
         for b in spec.baselines:
-            run_dir = runs_dir / label_v2(b, st)
+            run_dir = runs_dir / label(b, st)
             if got[b] and got[b][0] == "running" and not (run_dir / STOP_FILE).is_file():
                 request_stop(run_dir, reason)
-                asked.append(label_v2(b, st))
+                asked.append(label(b, st))
     return asked
 
 
 def to_run(spec: CalibrationSpec, name: str, k: int, runs_dir: Path, out_dir: Path) -> list[tuple[int, float, int]]:
     """Baseline `name`'s settings at tokens factor k with neither a finished run in runs_dir nor a collected record
     in out_dir (a record made elsewhere, on another machine or from another checkout, counts as run)."""
-    return [st for st in spec.settings_v2() if st[2] == k and not finished(runs_dir / label_v2(name, st))
-            and not (Path(out_dir) / f"{label_v2(name, st)}.json").is_file()]
+    return [st for st in spec.settings() if st[2] == k and not finished(runs_dir / label(name, st))
+            and not (Path(out_dir) / f"{label(name, st)}.json").is_file()]
 
 
-def jobs_v2(spec: CalibrationSpec, task: str, runs_dir: Path, data_root: Path, grouped: bool, out_dir: Path,
+def jobs(spec: CalibrationSpec, task: str, runs_dir: Path, data_root: Path, grouped: bool, out_dir: Path,
             results_dir: Path, settings: list[tuple[int, float, int]] | None = None, flags: list[str] | None = None,
             one_forward: bool = False, evaluate: bool = False) -> list:
     """The grid's baseline runs not made yet (`to_run`), of `settings` alone where given (a grid split across
@@ -653,16 +520,16 @@ def jobs_v2(spec: CalibrationSpec, task: str, runs_dir: Path, data_root: Path, g
     TASK --train-group`)."""
     from repro.launch import Job
     from repro.reproduce import last_checkpoint
-    wanted = spec.settings_v2() if settings is None else settings
+    wanted = spec.settings() if settings is None else settings
     out = []
     # tokens factor outermost: the cheap settings complete (both baselines) before the costly ones start
     for k in (k for k in spec.tokens_factor if any(st[2] == k for st in wanted)):
         if not grouped:  # a setting's two baselines side by side: each stops once the pair settles the setting,
             # the one further behind (fewer updates checkpointed) first, so that the other does not train on alone
             todo = {name: to_run(spec, name, k, runs_dir, out_dir) for name in spec.baselines}
-            for st in (st for st in spec.settings_v2() if st[2] == k and st in wanted):
+            for st in (st for st in spec.settings() if st[2] == k and st in wanted):
                 names = sorted((n for n in spec.baselines if st in todo[n]),
-                               key=lambda n: last_checkpoint(runs_dir / label_v2(n, st)) or 0)
+                               key=lambda n: last_checkpoint(runs_dir / label(n, st)) or 0)
                 out += [train_job(spec, name, st, runs_dir, data_root, flags=flags, one_forward=one_forward,
                                   evaluate=evaluate) for name in names]
             continue
@@ -673,9 +540,9 @@ def jobs_v2(spec: CalibrationSpec, task: str, runs_dir: Path, data_root: Path, g
                 base = f"{name.replace('/', '-')}-x{k}-group"
                 steps = [["calibrate", task, "--train-group", f"{name}:{k}", "--runs", str(runs_dir), "--root",
                           str(data_root), "--results", str(results_dir)]]
-                steps += [["evaluate", str(runs_dir / label_v2(name, st)), "--root", str(data_root), "--results",
+                steps += [["evaluate", str(runs_dir / label(name, st)), "--root", str(data_root), "--results",
                            str(runs_dir / "records")] for st in todo] if evaluate else []
-                out.append(Job(base, steps, runs_dir / f"{base}.out", runs_dir / label_v2(name, todo[0]),
+                out.append(Job(base, steps, runs_dir / f"{base}.out", runs_dir / label(name, todo[0]),
                                spec.max_updates))
                 continue
             out += [train_job(spec, name, st, runs_dir, data_root, evaluate=evaluate) for st in todo]
@@ -691,36 +558,36 @@ def train_job(spec: CalibrationSpec, name: str, setting: tuple, runs_dir: Path, 
     from repro.config import resolve
     from repro.launch import Job
     from repro.train.tasks import batch_tokens
-    run_dir = runs_dir / label_v2(name, setting)
+    run_dir = runs_dir / label(name, setting)
     args = ["train", str(recipe_path(spec, name)), "--scale", spec.scale, "--run-dir", str(run_dir), "--results",
             str(runs_dir / "records"), "--root", str(data_root), "--resume", *(flags or [])]
     if one_forward and setting[2] > 1:
         per_batch = batch_tokens(resolve(recipe_path(spec, name), spec.scale).recipe)
         args += ["--tokens-per-gpu", str(per_batch * setting[2])]
-    for item in overrides_v2(spec, name, setting, max_updates):
+    for item in overrides(spec, name, setting, max_updates):
         args += ["--set", item]
     steps = [args] + ([["evaluate", str(run_dir), "--root", str(data_root), "--results", str(runs_dir / "records")]]
                       if evaluate else [])
-    return Job(label_v2(name, setting), steps, run_dir / "train.out", run_dir, max_updates or spec.max_updates)
+    return Job(label(name, setting), steps, run_dir / "train.out", run_dir, max_updates or spec.max_updates)
 
 
-def train_group_v2(spec: CalibrationSpec, name: str, k: int, runs_dir: Path, data_root: Path, out_dir: Path) -> None:
+def train_grid_group(spec: CalibrationSpec, name: str, k: int, runs_dir: Path, data_root: Path, out_dir: Path) -> None:
     """One baseline's settings at tokens factor k not made yet (`to_run`), trained as one group
     (repro/train/group.py)."""
     from repro.config import resolve
     from repro.train.loop import train_group
     todo = to_run(spec, name, k, runs_dir, out_dir)
     if todo:
-        train_group([resolve(recipe_path(spec, name), spec.scale, overrides_v2(spec, name, st)) for st in todo],
-                    [runs_dir / label_v2(name, st) for st in todo], data_root, resume=True)
+        train_group([resolve(recipe_path(spec, name), spec.scale, overrides(spec, name, st)) for st in todo],
+                    [runs_dir / label(name, st) for st in todo], data_root, resume=True)
 
 
-def entries_v2(spec: CalibrationSpec, deep: dict | None = None) -> list[tuple[str, dict]]:
+def entries(spec: CalibrationSpec, deep: dict | None = None) -> list[tuple[str, dict]]:
     """(label, record fields) of the grid's baseline runs, and of the deepest Pre-LN runs at `deep` settings."""
     fields = lambda name, st: {"recipe_name": name, "task": spec.task, "warmup_updates": st[0], "lr": st[1],
                                "tokens_factor": st[2], "rules": RULES_V2}
-    out = [(label_v2(name, st), fields(name, st)) for st in spec.settings_v2() for name in spec.baselines]
-    return out + [(label_v2(spec.deep_pre_ln, st), fields(spec.deep_pre_ln, st)) for st in spec.settings_v2()]
+    out = [(label(name, st), fields(name, st)) for st in spec.settings() for name in spec.baselines]
+    return out + [(label(spec.deep_pre_ln, st), fields(spec.deep_pre_ln, st)) for st in spec.settings()]
 
 
 def unigram_nll_of(spec: CalibrationSpec, results_dir: Path) -> float:
@@ -737,32 +604,32 @@ def unigram_nll_of(spec: CalibrationSpec, results_dir: Path) -> float:
     return read_json(path)["unigram"]["valid_nll"]
 
 
-def recorded_v2(spec: CalibrationSpec, out_dir: Path) -> tuple[dict, dict]:
-    """The collected runs as choose_v2 reads them: the baselines' by setting, and the deepest Pre-LN's."""
-    runs = {st: got for st in spec.settings_v2()
-            if (got := {b: r for b in spec.baselines if (r := recorded_run(out_dir, label_v2(b, st)))})}
-    deep = {st: r for st in spec.settings_v2() if (r := recorded_run(out_dir, label_v2(spec.deep_pre_ln, st)))}
+def recorded(spec: CalibrationSpec, out_dir: Path) -> tuple[dict, dict]:
+    """The collected runs as choose reads them: the baselines' by setting, and the deepest Pre-LN's."""
+    runs = {st: got for st in spec.settings()
+            if (got := {b: r for b in spec.baselines if (r := recorded_run(out_dir, label(b, st)))})}
+    deep = {st: r for st in spec.settings() if (r := recorded_run(out_dir, label(spec.deep_pre_ln, st)))}
     return runs, deep
 
 
-def decision_v2(spec: CalibrationSpec, out_dir: Path, results_dir: Path, recorded: tuple | None = None) -> dict:
-    """choose_v2 on the collected records (`recorded_v2`, read here unless given), writing nothing."""
-    runs, deep = recorded or recorded_v2(spec, out_dir)
-    decision = choose_v2(spec, runs, unigram_nll_of(spec, results_dir), deep)
+def grid_decision(spec: CalibrationSpec, out_dir: Path, results_dir: Path, recorded: tuple | None = None) -> dict:
+    """choose on the collected records (`recorded`, read here unless given), writing nothing."""
+    runs, deep = recorded or recorded(spec, out_dir)
+    decision = choose(spec, runs, unigram_nll_of(spec, results_dir), deep)
     decision.update({"task": spec.task, "scale": spec.scale, "spec": str(spec.path), "baselines": list(spec.baselines),
                      "deep_pre_ln": spec.deep_pre_ln})
     return decision
 
 
-def decide_v2(spec: CalibrationSpec, out_dir: Path, results_dir: Path) -> dict:
-    """The decision on the collected records under the rule in force (calibration v2.1, which applies choose_v2);
+def decide(spec: CalibrationSpec, out_dir: Path, results_dir: Path) -> dict:
+    """The decision on the collected records under the rule in force (calibration v2.1, which applies choose);
     a decision is written to out_dir/choice.json (kept, with when and where it was first made, while the records
     give the same one) with the curves in curves.png."""
     from repro import calibration_v2_1
-    runs, deep = recorded_v2(spec, out_dir)
+    runs, deep = recorded(spec, out_dir)
     decision = calibration_v2_1.decision(spec, out_dir, results_dir)
     if runs:  # the curves so far; nothing to draw before the first run
-        plot_v2(spec, runs, deep, decision, out_dir / "curves.png", unigram_nll_of(spec, results_dir))
+        plot(spec, runs, deep, decision, out_dir / "curves.png", unigram_nll_of(spec, results_dir))
     if decision.get("incomplete"):
         return decision
     kept = kept_choice(out_dir / "choice.json", decision)
@@ -772,7 +639,7 @@ def decide_v2(spec: CalibrationSpec, out_dir: Path, results_dir: Path) -> dict:
     return decision
 
 
-def plot_v2(spec: CalibrationSpec, runs: dict, deep: dict, decision: dict, png: Path, unigram_nll: float) -> None:
+def plot(spec: CalibrationSpec, runs: dict, deep: dict, decision: dict, png: Path, unigram_nll: float) -> None:
     """Validation NLL of each baseline (and of the deepest Pre-LN where run) at every setting: one panel each, with
     the "learned" gate (NLL_MARGIN under the unigram model) dotted and, where a setting's length is known, the best
     NLL up to it (what the rule reads) as a dot."""
@@ -787,7 +654,7 @@ def plot_v2(spec: CalibrationSpec, runs: dict, deep: dict, decision: dict, png: 
     fig, axes = plt.subplots(1, 3, figsize=(17, 4.6), sharex=True, sharey=True)
     for ax, name in zip(axes, names):
         dotted = False
-        for i, st in enumerate(spec.settings_v2()):
+        for i, st in enumerate(spec.settings()):
             got = deep.get(st) if name == spec.deep_pre_ln else runs.get(st, {}).get(name)
             if got and got[2]:
                 xs, ys = zip(*got[2])
@@ -810,6 +677,6 @@ def plot_v2(spec: CalibrationSpec, runs: dict, deep: dict, decision: dict, png: 
         ax.legend(fontsize=7)
     axes[0].set_ylabel("validation NLL (nats, shared axis)")
     fig.suptitle(f"Calibration v2 of the {spec.scale} regime, {spec.task} (minimax regret; {RULES_V2})\n"
-                 f"{outcome_v2(spec, decision)}", fontsize=9)
+                 f"{outcome(spec, decision)}", fontsize=9)
     fig.tight_layout()
     save_figure(fig, png, None, {})

@@ -1,5 +1,5 @@
 """Calibration v2.1 (2026-12-03), fixed with its tests before any run it decides. It keeps calibration v2's rule
-(repro/calibration.py, choose_v2: minimax regret among the settings where both shallow baselines learn, the
+(repro/calibration.py, calibration.choose: minimax regret among the settings where both shallow baselines learn, the
 deepest Pre-LN learning too) and its records, and says which grid each task runs, and how far:
 
 - A task whose two baselines and deepest Pre-LN all learned under its v1 regime (the judging rules' gate, on the
@@ -20,7 +20,7 @@ import dataclasses
 from pathlib import Path
 
 from repro import calibration
-from repro.calibration import CalibrationSpec, choose_v2, label_v2
+from repro.calibration import CalibrationSpec, label
 
 RULES_V2_1 = "calibration v2.1 of 2026-12-03 (repro/calibration_v2_1.py: decide)"
 DATE = "2026-12-03"
@@ -48,7 +48,7 @@ def x1_first(spec: CalibrationSpec) -> bool:
 
 
 def judged_runs(spec: CalibrationSpec, out_dir: Path, refs: dict | None) -> tuple[dict, dict]:
-    """The collected runs as choose_v2 reads them, (status, reason, curve), with status and reason the judging
+    """The collected runs as calibration.choose reads them, (status, reason, curve), with status and reason the judging
     rules' where a record holds its evaluation: a run that did not beat the constant output has failed."""
     from repro.judging import learned_nothing
 
@@ -63,9 +63,9 @@ def judged_runs(spec: CalibrationSpec, out_dir: Path, refs: dict | None) -> tupl
             if why:
                 status, reason = "failed", why
         return status, reason, curve
-    runs = {st: got for st in spec.settings_v2()
-            if (got := {b: r for b in spec.baselines if (r := one(label_v2(b, st)))})}
-    deep = {st: r for st in spec.settings_v2() if (r := one(label_v2(spec.deep_pre_ln, st)))}
+    runs = {st: got for st in spec.settings()
+            if (got := {b: r for b in spec.baselines if (r := one(label(b, st)))})}
+    deep = {st: r for st in spec.settings() if (r := one(label(spec.deep_pre_ln, st)))}
     return runs, deep
 
 
@@ -79,19 +79,19 @@ def v1_regime(spec: CalibrationSpec) -> dict:
 def choose(spec: CalibrationSpec, runs: dict, unigram_nll: float, deep: dict, v1: tuple[bool, str]) -> dict:
     """The decision under v2.1 (see the module's docstring). `v1` is v1_learned's answer."""
     if not x1_first(spec):
-        return choose_v2(spec, runs, unigram_nll, deep)
+        return calibration.choose(spec, runs, unigram_nll, deep)
     if not runs and v1[0]:
         return {"rules": RULES_V2_1, "settings": [], "choice": {**v1_regime(spec)}, "not_informative": None,
                 "deep_needed": None, "kept_v1": f"both baselines and the deepest Pre-LN learned under the v1 regime "
                                                 f"({v1[1]}) and the v2 grid has no recorded run"}
     x1 = dataclasses.replace(spec, tokens_factor=(1,))
-    first = choose_v2(x1, {st: r for st, r in runs.items() if st[2] == 1}, unigram_nll,
-                      {st: r for st, r in deep.items() if st[2] == 1})
+    first = calibration.choose(x1, {st: r for st, r in runs.items() if st[2] == 1}, unigram_nll,
+                                {st: r for st, r in deep.items() if st[2] == 1})
     first["rules"] = RULES_V2_1
     if first.get("incomplete") or first.get("choice") or first.get("deep_needed") or spec.tokens_factor == (1,):
         first["stage"] = "tokens x1"
         return first
-    whole = choose_v2(spec, runs, unigram_nll, deep)  # no x1 setting serves: the x4 settings run too
+    whole = calibration.choose(spec, runs, unigram_nll, deep)  # no x1 setting serves: the x4 settings run too
     whole.update({"rules": RULES_V2_1, "stage": "tokens x4: no x1 setting is a candidate at which "
                   f"{spec.deep_pre_ln} learns ({first['not_informative']})"})
     return whole
@@ -102,8 +102,8 @@ def settings_to_train(spec: CalibrationSpec, decision: dict) -> list[tuple[int, 
     if decision.get("kept_v1"):
         return []
     if x1_first(spec) and decision.get("stage") == "tokens x1":
-        return [st for st in spec.settings_v2() if st[2] == 1]
-    return spec.settings_v2()
+        return [st for st in spec.settings() if st[2] == 1]
+    return spec.settings()
 
 
 def decision(spec: CalibrationSpec, out_dir: Path, results_dir: Path) -> dict:
@@ -115,7 +115,7 @@ def decision(spec: CalibrationSpec, out_dir: Path, results_dir: Path) -> dict:
         references = load_references(results_dir)
         probe = {"recipe_name": spec.baselines[0], "scale": spec.scale}
         refs = references_for(probe, references)
-    runs, deep = judged_runs(spec, out_dir, refs) if x1_first(spec) else calibration.recorded_v2(spec, out_dir)
+    runs, deep = judged_runs(spec, out_dir, refs) if x1_first(spec) else calibration.recorded(spec, out_dir)
     v1 = v1_learned(spec, results_dir) if x1_first(spec) and not runs else (False, "")
     d = choose(spec, runs, calibration.unigram_nll_of(spec, results_dir), deep, v1)
     d.update({"task": spec.task, "scale": spec.scale, "spec": str(spec.path), "baselines": list(spec.baselines),
@@ -129,7 +129,7 @@ def outcome(spec: CalibrationSpec, d: dict) -> str:
         c = d["choice"]
         return (f"kept v1 (calibration v2.1): warmup {c['warmup_updates']:,}, lr {c['lr']:g}, "
                 f"{c['max_updates']:,} updates; {d['kept_v1']}")
-    line = calibration.outcome_v2(spec, d)
+    line = calibration.outcome(spec, d)
     if d.get("stage") and not d.get("choice") and not d.get("not_informative"):
         line += f" ({d['stage']}, calibration v2.1)"
     return line

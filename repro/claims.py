@@ -35,12 +35,12 @@ def verdict_counts(rows: list[dict]) -> str:
     counts = ", ".join(f"{sum(r['verdict'] == v for r in rows)} {v}" for v in VERDICTS
                        if v not in OPTIONAL or any(r["verdict"] == v for r in rows))
     free = [r for r in rows if r.get("scale_free")]
-    return counts + (f"; Figure 3's claim reads no runs: its verdict is the same at every scale" if free else "")
+    return counts + ("; Figure 3's claim reads no runs: its verdict is the same at every scale" if free else "")
 
 
 def not_informative(results_dir: Path, scale: str) -> dict[str, str]:
     """The tasks calibration v2 found not informative at `scale` (results/<scale>/calibration/v2/<task>/choice.json),
-    each with why: their claims read so instead of being judged (repro/calibration.py, choose_v2)."""
+    each with why: their claims read so instead of being judged (repro/calibration.py, choose)."""
     out = {}
     for path in sorted((Path(results_dir) / scale / "calibration" / "v2").glob("*/choice.json")):
         why = json.loads(path.read_text(encoding="utf-8")).get("not_informative")

@@ -889,8 +889,6 @@ def calibrate(task: str = typer.Argument(..., help=f"One of: {', '.join(CALIBRAT
 
     Example: lnrepro calibrate mt
     """
-    from repro import calibration
-    from repro.launch import default_threads, run_jobs
     if task not in CALIBRATION_TASKS:
         fail(f"calibrate {task!r}: unknown task (expected one of {', '.join(CALIBRATION_TASKS)})")
     jobs = jobs if jobs is not None else os.cpu_count() or 1
@@ -903,53 +901,11 @@ def calibrate(task: str = typer.Argument(..., help=f"One of: {', '.join(CALIBRAT
         return calibrate_v2(task, jobs, threads, decide_only, runs if train_group else runs / "v2" / task,
                             root or default_root(), results, group, train_group, tokens_factor, cuda_graphs,
                             one_forward, setting)
+    from repro import calibration_v1
     try:
-        spec = calibration.load_spec(Path("recipes/calibration") / f"{task}.yaml")
-    except RecipeError as e:
+        calibration_v1.run(task, jobs, threads, decide_only, train_grid, runs, root or default_root(), results)
+    except (RecipeError, ValueError) as e:
         fail(str(e))
-    out_dir = results / spec.scale / "calibration" / task
-    committed = calibration.recorded_runs(spec, out_dir)
-    if not decide_only and not train_grid and committed == len(spec.settings()) * len(spec.baselines):
-        console.print(f"deciding from the {committed} committed calibration records in {out_dir} (`lnrepro calibrate "
-                      f"{task} --train` trains the grid again)", markup=False, highlight=False)
-        decide_only = True
-    if not decide_only:
-        todo = calibration.jobs(spec, runs / task, root or default_root())
-        threads_each = threads or default_threads(jobs, len(todo))
-        console.print(f"{len(todo)} calibration runs to train ({len(spec.settings()) * 2 - len(todo)} already "
-                      f"finished), {spec.max_updates:,} updates each, {min(jobs, len(todo) or 1)} at once: "
-                      + calibration.grid_cost(spec.scale, calibration.job_runs(spec, todo), results, threads_each,
-                                              jobs), markup=False, highlight=False)
-        # Each run's record is written as the run ends, so a grid stopped part-way keeps what finished.
-        done = run_jobs(todo, jobs, threads_each,
-                        on_finish=lambda job: calibration.collect(spec, runs / task, out_dir))
-        calibration.collect(spec, runs / task, out_dir)  # also runs that finished in an earlier, stopped call
-        bad = [j.name for j in done if j.state != "done"]
-        if bad:
-            fail(f"calibration runs did not finish: {', '.join(bad)} (logs: {runs / task}/*/train.out)")
-    if not (out_dir.is_dir() and any(out_dir.glob("*.log.jsonl"))):
-        fail(f"{out_dir}: no calibration records; run `lnrepro calibrate {task}` first")
-    decision = calibration.decide(spec, out_dir, out_dir / "curves.png")
-    from rich.table import Table
-    t = Table(title=f"Calibration of the {spec.scale} regime for {task} (rule: repro/calibration.py)")
-    for col in ("warmup", "lr", "converged at", "mean best valid NLL", "excluded"):
-        t.add_column(col)
-    for r in decision["settings"]:
-        t.add_row(str(r["warmup_updates"]), f"{r['lr']:g}", str(r["length"] or "—"),
-                  f"{r['mean_best_valid_nll']:.3f}" if r["mean_best_valid_nll"] else "—", r["excluded"])
-    console.print(t)
-    c, p = decision["choice"], decision["provisional"]
-    if decision.get("incomplete"):
-        console.print(f"grid incomplete ({len(decision['incomplete'])} settings not run): no choice yet; "
-                      f"`lnrepro calibrate {task}` trains the rest (curves so far: {out_dir / 'curves.png'})")
-    elif c:
-        console.print(f"choice: warmup {c['warmup_updates']}, lr {c['lr']:g}, max_updates {c['max_updates']} "
-                      f"({out_dir / 'choice.json'})")
-    else:
-        console.print("no setting converged within the cap" + (
-            f"; provisional (lowest mean best NLL at the cap): warmup {p['warmup_updates']}, lr {p['lr']:g}, "
-            f"max_updates {p['max_updates']}; calibrate again with a larger cap" if p else ""))
-
 
 def calibrate_v2(task: str, jobs: int, threads: int | None, decide_only: bool, runs: Path, root: Path, results: Path,
                  group: bool | None, train_group: str | None, tokens_factor: int | None = None,
@@ -967,7 +923,7 @@ def calibrate_v2(task: str, jobs: int, threads: int | None, decide_only: bool, r
     except RecipeError as e:
         fail(str(e))
     out_dir = results / spec.scale / "calibration" / "v2" / task
-    collect = lambda *_: calibration.collect_runs(calibration.entries_v2(spec), runs, out_dir)
+    collect = lambda *_: calibration.collect_runs(calibration.entries(spec), runs, out_dir)
 
     def stop_settled() -> None:
         for name in calibration.stop_settled(spec, runs, out_dir):
@@ -978,13 +934,13 @@ def calibrate_v2(task: str, jobs: int, threads: int | None, decide_only: bool, r
             name, _, k = train_group.rpartition(":")
             if name not in spec.baselines or not k.isdigit() or int(k) not in spec.tokens_factor:
                 raise ValueError(f"--train-group {train_group!r}: expected BASELINE:K of {spec.path}")
-            return calibration.train_group_v2(spec, name, int(k), runs, root, out_dir)
+            return calibration.train_grid_group(spec, name, int(k), runs, root, out_dir)
         if tokens_factor is not None and tokens_factor not in spec.tokens_factor:
             raise ValueError(f"--tokens-factor {tokens_factor}: {spec.path} has tokens factors "
                              + ", ".join(map(str, spec.tokens_factor)))
         if tokens_factor is not None and setting is not None:
             raise ValueError("--setting and --tokens-factor: give one")
-        only = ([st for st in spec.settings_v2() if st[2] == tokens_factor] if tokens_factor is not None else
+        only = ([st for st in spec.settings() if st[2] == tokens_factor] if tokens_factor is not None else
                 [calibration.parse_setting(spec, setting)] if setting is not None else None)
         grouped = torch.cuda.is_available() and not (cuda_graphs or one_forward) if group is None else group
         for flag, on in (("--cuda-graphs", cuda_graphs), ("--one-forward", one_forward)):
@@ -1001,9 +957,9 @@ def calibrate_v2(task: str, jobs: int, threads: int | None, decide_only: bool, r
         while not decide_only:
             wanted = only if only is not None else calibration_v2_1.settings_to_train(
                 spec, calibration_v2_1.decision(spec, out_dir, results))
-            todo = (calibration.jobs_v2(spec, task, runs, root, grouped, out_dir, results, wanted, flags, one_forward,
+            todo = (calibration.jobs(spec, task, runs, root, grouped, out_dir, results, wanted, flags, one_forward,
                                         evaluate) if wanted else [])
-            decision = calibration.decide_v2(spec, out_dir, results) if not todo else None
+            decision = calibration.decide(spec, out_dir, results) if not todo else None
             if decision is not None and decision.get("deep_needed") and only is None:
                 need = decision["deep_needed"]
                 deep_at = (need["warmup_updates"], need["lr"], need["tokens_factor"])
@@ -1026,7 +982,7 @@ def calibrate_v2(task: str, jobs: int, threads: int | None, decide_only: bool, r
             if bad:
                 raise ValueError(f"calibration runs did not finish: {', '.join(bad)} (logs under {runs})")
         collect()
-        decision = calibration.decide_v2(spec, out_dir, results)
+        decision = calibration.decide(spec, out_dir, results)
     except (RecipeError, ValueError, OSError) as e:
         fail(str(e))
     from rich.table import Table

@@ -69,18 +69,18 @@ def calibration_sets(undecided: dict[str, dict], results_dir: Path) -> list[Deci
         spec, d = got["spec"], got["decision"]
         out_dir = Path(results_dir) / spec.scale / "calibration" / "v2" / task
         for st in calibration_v2_1.settings_to_train(spec, d):
-            runs = [(b, calibration.label_v2(b, st)) for b in spec.baselines
-                    if not (out_dir / f"{calibration.label_v2(b, st)}.json").is_file()]
+            runs = [(b, calibration.label(b, st)) for b in spec.baselines
+                    if not (out_dir / f"{calibration.label(b, st)}.json").is_file()]
             if runs:
                 out.append(DecisiveSet("calibration", task, [f"{task} regime (calibration v2.1)"], runs,
-                                       why=f"setting {calibration.label_v2('', st).lstrip('-')}; "
+                                       why=f"setting {calibration.label('', st).lstrip('-')}; "
                                            f"{calibration_v2_1.outcome(spec, d)}"))
         if d.get("deep_needed"):
             need = d["deep_needed"]
             st = (need["warmup_updates"], need["lr"], need["tokens_factor"])
             out.append(DecisiveSet("calibration", task, [f"{task} regime (calibration v2.1)"],
-                                   [(spec.deep_pre_ln, calibration.label_v2(spec.deep_pre_ln, st))],
-                                   why=f"the deepest Pre-LN at the candidate {calibration.label_v2('', st)}"))
+                                   [(spec.deep_pre_ln, calibration.label(spec.deep_pre_ln, st))],
+                                   why=f"the deepest Pre-LN at the candidate {calibration.label('', st)}"))
     return out
 
 
@@ -272,7 +272,7 @@ def watch(sets: list[DecisiveSet], results_dir: Path, runs_dir: Path):
     def collect(*_):
         for t, spec in specs.items():
             runs, out = where(t)
-            calibration.collect_runs(calibration.entries_v2(spec), runs, out)
+            calibration.collect_runs(calibration.entries(spec), runs, out)
 
     def settle():
         for t, spec in specs.items():

@@ -83,7 +83,7 @@ def render_regime(results_dir: Path, scale: str = "mini") -> str:
         out_dir = Path(results_dir) / scale / "calibration" / "v2" / task
         records = [read_json(p) for p in sorted(out_dir.glob("*.json")) if p.name != "choice.json"]
         baseline = sum(r.get("recipe_name") in spec.baselines for r in records)
-        runs = f"{baseline} of {len(spec.settings_v2()) * len(spec.baselines)} baseline runs"
+        runs = f"{baseline} of {len(spec.settings()) * len(spec.baselines)} baseline runs"
         if len(records) > baseline:
             runs += f", {len(records) - baseline} of {spec.deep_pre_ln}"
         seconds: dict[str, float] = {}  # training time by machine, longest first: a CPU's hours beside a GPU's minutes

@@ -6,8 +6,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from repro import calibration
-from repro.calibration import CalibrationSpec, choose, converged, setting_length
+from repro import calibration, calibration_v1
+from repro.calibration import CalibrationSpec, converged, setting_length
+from repro.calibration_v1 import choose
 from repro.config import RecipeError, resolve
 from repro.results import RecordError
 
@@ -99,31 +100,31 @@ def test_calibration_grid_on_tiny_data(tiny_root, tmp_path):
                     "lr: [0.001]\nmax_updates: 12\nvalidate_interval: 2\nwindow_fraction: 0.2\ntolerance: 0.5\n")
     s = calibration.load_spec(path)
     from repro.launch import run_jobs
-    jobs = calibration.jobs(s, tmp_path / "runs", tiny_root)
+    jobs = calibration_v1.jobs(s, tmp_path / "runs", tiny_root)
     assert len(jobs) == 4
     out = tmp_path / "results/tiny/calibration/mt"
     kept = []  # (run, records in place) as each run ends, collected as `calibrate` does
     done = run_jobs(jobs, parallel=2, threads=1, poll_s=0.2, on_finish=lambda job: (
-        calibration.collect(s, tmp_path / "runs", out), kept.append((job.name, {p.stem for p in out.glob("*.json")}))))
+        calibration_v1.collect(s, tmp_path / "runs", out), kept.append((job.name, {p.stem for p in out.glob("*.json")}))))
     assert [j.state for j in done] == ["done"] * 4, [j.log.read_text()[-500:] for j in done]
     assert len(kept) == 4 and all(name in records for name, records in kept)
-    assert calibration.jobs(s, tmp_path / "runs", tiny_root) == []  # finished runs are not run again
+    assert calibration_v1.jobs(s, tmp_path / "runs", tiny_root) == []  # finished runs are not run again
 
     # Deciding on the first setting alone draws its curves and chooses nothing.
     part = tmp_path / "part"
     part.mkdir()
     for p in out.glob("*-w2-*"):
         (part / p.name).write_bytes(p.read_bytes())
-    d = calibration.decide(s, part, part / "curves.png")
+    d = calibration_v1.decide(s, part, part / "curves.png")
     assert d["incomplete"] == [{"warmup_updates": 4, "lr": 1e-3}] and d["choice"] is None
     assert (part / "curves.png").stat().st_size > 0 and not (part / "choice.json").exists()
 
-    calibration.collect(s, tmp_path / "runs", out)
+    calibration_v1.collect(s, tmp_path / "runs", out)
     record = json.loads((out / "6L-6L-post_ln-w2-lr0.001.json").read_text())
     assert record["status"] == "completed" and record["warmup_updates"] == 2 and record["commit"]
     assert "optim.warmup_updates=2" in record["overrides"] and record["hardware"]["device"]
     assert record["data"]["corpus"] and len(record["data"]["files_sha256"]) == 16
-    decision = calibration.decide(s, out, out / "curves.png")
+    decision = calibration_v1.decide(s, out, out / "curves.png")
     assert (out / "curves.png").stat().st_size > 0 and (out / "choice.json").is_file()
     assert {r["warmup_updates"] for r in decision["settings"]} == {2, 4}
     assert not list((tmp_path / "results").rglob("seed*.json"))  # the grid never writes a table record
@@ -140,16 +141,16 @@ def test_calibration_grid_on_tiny_data(tiny_root, tmp_path):
     (recipes / "6L-6L-post_ln.yaml").unlink()
     (recipes / "6L-6L-post_ln.yaml").write_text((REPO / "recipes/6L-6L-post_ln.yaml").read_text()
                                                  + "optim: {label_smoothing: 0.2}\n")
-    now_hash = resolve(recipes / "6L-6L-post_ln.yaml", "tiny", calibration.overrides(s, 2, 1e-3)).hash()
+    now_hash = resolve(recipes / "6L-6L-post_ln.yaml", "tiny", calibration.base_overrides(s, 2, 1e-3)).hash()
     assert now_hash != record["recipe_hash"]
-    calibration.collect(s, tmp_path / "runs", out)
-    calibration.decide(s, out, out / "curves.png")
+    calibration_v1.collect(s, tmp_path / "runs", out)
+    calibration_v1.decide(s, out, out / "curves.png")
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     # A record of another recipe hash in a record's place is refused, not overwritten.
     record["recipe_hash"] = "0123456789ab"
     (out / "6L-6L-post_ln-w2-lr0.001.json").write_text(json.dumps(record))
     with pytest.raises(RecordError, match="holds a run of recipe hash 0123456789ab"):
-        calibration.collect(s, tmp_path / "runs", out)
+        calibration_v1.collect(s, tmp_path / "runs", out)
 
 
 @pytest.mark.parametrize("task", ["mt", "gigaword", "wikitext103", "librispeech"])
@@ -193,7 +194,7 @@ def test_calibrate_decides_from_committed_records_and_states_a_grids_cost(tmp_pa
     assert r.exit_code == 0, r.output
     assert "deciding from the 6 committed calibration records" in r.output and not (tmp_path / "runs").exists()
     spec = calibration.load_spec(repo / "recipes/calibration/mt.yaml")
-    runs = calibration.job_runs(spec, calibration.jobs(spec, tmp_path / "runs", tmp_path / "data"))
+    runs = calibration.job_runs(spec, calibration_v1.jobs(spec, tmp_path / "runs", tmp_path / "data"))
     assert len(runs) == 6
     # the grid again: its six H100 runs took as long as the records say, the same lengths at the same batches
     records = [json.loads(p.read_text()) for p in (results / "mini/calibration/mt").glob("*-lr*.json")]
@@ -211,11 +212,11 @@ def test_calibrate_decides_from_committed_records_and_states_a_grids_cost(tmp_pa
     assert calibration.grid_cost("mini", runs, tmp_path / "none", 1, 2).startswith("no record keeps a pace")
     # v2: a tokens-x4 run makes four of its recipe's batches an update, to the cap at most; a grouped job is not a run
     v2 = calibration.load_spec(repo / "recipes/calibration/v2/mt.yaml")
-    todo = calibration.jobs_v2(v2, "mt", tmp_path / "runs", tmp_path / "data", False, tmp_path / "none", results)
+    todo = calibration.jobs(v2, "mt", tmp_path / "runs", tmp_path / "data", False, tmp_path / "none", results)
     per_update = {1: v2.max_updates, 4: 4 * v2.max_updates}
     assert sorted(b for _, b in calibration.job_runs(v2, todo)) == sorted(per_update[k] for _, _, k in
-                                                                          v2.settings_v2() for _ in v2.baselines)
-    assert calibration.job_runs(v2, calibration.jobs_v2(v2, "mt", tmp_path / "runs", tmp_path / "data", True,
+                                                                          v2.settings() for _ in v2.baselines)
+    assert calibration.job_runs(v2, calibration.jobs(v2, "mt", tmp_path / "runs", tmp_path / "data", True,
                                                         tmp_path / "none", results)) is None
 
 
@@ -241,7 +242,7 @@ def test_v2_chooses_the_least_worst_regret_not_the_least_mean():
     runs = grid({(400, 5e-4, 1): (3.0, 4.0), (1000, 5e-4, 1): (3.5, 3.2), (400, 1e-3, 1): (3.6, 3.3),
                  (1000, 1e-3, 1): (3.9, 3.25)})
     ok = ("completed", "", plateau(6, 3.0, 2000))
-    d = calibration.choose_v2(s, runs, UNIGRAM, {k: ok for k in runs})
+    d = calibration.choose(s, runs, UNIGRAM, {k: ok for k in runs})
     assert d["choice"] == {"warmup_updates": 1000, "lr": 5e-4, "tokens_factor": 1, "max_updates": 2500}
     regrets = {(r["warmup_updates"], r["lr"]): round(r["regret"], 6) for r in d["settings"]}
     assert regrets == {(400, 5e-4): 0.8, (1000, 5e-4): 0.5, (400, 1e-3): 0.6, (1000, 1e-3): 0.9}
@@ -254,7 +255,7 @@ def test_v2_a_baseline_that_learned_nothing_or_failed_rules_its_setting_out():
                  (1000, 1e-3, 1): (3.4, 3.4)})
     runs[(400, 1e-3, 1)]["b"] = ("failed", "loss exploded", plateau(6, 3.1, 2000))
     ok = ("completed", "", plateau(6, 3.0, 2000))
-    d = calibration.choose_v2(s, runs, UNIGRAM, {k: ok for k in runs})
+    d = calibration.choose(s, runs, UNIGRAM, {k: ok for k in runs})
     rows = {(r["warmup_updates"], r["lr"]): r for r in d["settings"]}
     assert rows[(400, 5e-4)]["excluded"].startswith("a learned nothing: best validation NLL 5.450")  # 5.45 > 5.4
     assert rows[(400, 1e-3)]["excluded"] == "b failed: loss exploded"
@@ -265,15 +266,15 @@ def test_v2_the_deepest_pre_ln_must_learn_too_and_is_run_in_order():
     s = spec_v2()
     runs = grid({(400, 5e-4, 1): (3.0, 3.0), (1000, 5e-4, 1): (3.1, 3.1), (400, 1e-3, 1): (3.2, 3.2),
                  (1000, 1e-3, 1): (3.3, 3.3)})
-    d = calibration.choose_v2(s, runs, UNIGRAM, {})
+    d = calibration.choose(s, runs, UNIGRAM, {})
     assert d["choice"] is None and d["deep_needed"] == {"warmup_updates": 400, "lr": 5e-4, "tokens_factor": 1,
                                                         "max_updates": 2500}
     deep = {(400, 5e-4, 1): ("failed", "validation NLL diverged", []),
             (1000, 5e-4, 1): ("completed", "", plateau(6, 5.45, 2000))}  # learned nothing
-    d = calibration.choose_v2(s, runs, UNIGRAM, deep)
+    d = calibration.choose(s, runs, UNIGRAM, deep)
     assert d["deep_needed"]["warmup_updates"] == 400 and d["deep_needed"]["lr"] == 1e-3
     deep[(400, 1e-3, 1)] = ("completed", "", plateau(6, 4.0, 2000))
-    d = calibration.choose_v2(s, runs, UNIGRAM, deep)
+    d = calibration.choose(s, runs, UNIGRAM, deep)
     assert d["choice"]["lr"] == 1e-3 and d["choice"]["warmup_updates"] == 400
     rows = {(r["warmup_updates"], r["lr"]): r for r in d["settings"]}
     assert rows[(400, 5e-4)]["excluded"] == "deep failed: validation NLL diverged"
@@ -282,20 +283,20 @@ def test_v2_the_deepest_pre_ln_must_learn_too_and_is_run_in_order():
 
 def test_v2_a_task_no_setting_serves_is_not_informative_and_an_incomplete_grid_decides_nothing():
     s = spec_v2()
-    runs = grid({k: (5.45, 3.0) for k in s.settings_v2()})  # Post-LN never learns
-    d = calibration.choose_v2(s, runs, UNIGRAM, {})
+    runs = grid({k: (5.45, 3.0) for k in s.settings()})  # Post-LN never learns
+    d = calibration.choose(s, runs, UNIGRAM, {})
     assert d["choice"] is None and d["not_informative"] == "no setting of the grid lets both baselines learn"
-    ok = grid({k: (3.0, 3.0) for k in s.settings_v2()})
-    bad_deep = {k: ("failed", "loss exploded", []) for k in s.settings_v2()}
-    d = calibration.choose_v2(s, ok, UNIGRAM, bad_deep)
+    ok = grid({k: (3.0, 3.0) for k in s.settings()})
+    bad_deep = {k: ("failed", "loss exploded", []) for k in s.settings()}
+    d = calibration.choose(s, ok, UNIGRAM, bad_deep)
     assert d["not_informative"] == "at no setting where both baselines learn does deep learn too"
     del ok[(1000, 1e-3, 1)]
-    d = calibration.choose_v2(s, ok, UNIGRAM, bad_deep)
+    d = calibration.choose(s, ok, UNIGRAM, bad_deep)
     assert d["choice"] is None and d["not_informative"] is None and len(d["incomplete"]) == 1
     # a setting one baseline has run shows that run's best, and which run it waits for; still nothing is decided
-    half = grid({k: (3.0, 3.0) for k in s.settings_v2()})
+    half = grid({k: (3.0, 3.0) for k in s.settings()})
     del half[(1000, 1e-3, 1)][s.baselines[1]]
-    d = calibration.choose_v2(s, half, UNIGRAM, bad_deep)
+    d = calibration.choose(s, half, UNIGRAM, bad_deep)
     row = next(r for r in d["settings"] if (r["warmup_updates"], r["lr"], r["tokens_factor"]) == (1000, 1e-3, 1))
     assert row["best_valid_nll"] == {s.baselines[0]: pytest.approx(3.0, abs=0.2)}
     assert row["excluded"] == f"not run: {s.baselines[1]}" and d["choice"] is None and len(d["incomplete"]) == 1
@@ -305,7 +306,7 @@ def test_v2_a_task_no_setting_serves_is_not_informative_and_an_incomplete_grid_d
 def test_v2_specs_name_real_recipes_and_the_full_grid(task):
     s = calibration.load_spec(REPO / "recipes/calibration/v2" / f"{task}.yaml")
     assert s.rules == "v2" and s.lr == (5e-4, 1e-3) and s.warmup_updates == (1000, 4000) and s.tokens_factor == (1, 4)
-    assert len(s.settings_v2()) == 8
+    assert len(s.settings()) == 8
     for name in (*s.baselines, s.deep_pre_ln):
         assert resolve(REPO / "recipes" / f"{name}.yaml", "mini").recipe.model.variant == name.rsplit("-", 1)[1]
     assert "pre_ln" in s.deep_pre_ln and s.baselines[0].endswith("post_ln") and s.baselines[1].endswith("pre_ln")
@@ -351,7 +352,7 @@ def test_calibration_v2_grid_on_tiny_data(tiny_root, tmp_path, monkeypatch):
     assert (d["choice"] is None) != (d["not_informative"] is None) and d["deep_needed"] is None
     if d["choice"]:  # the deepest Pre-LN ran at the choice, to its length
         c = d["choice"]
-        deep = calibration.label_v2("12L-12L-pre_ln", (c["warmup_updates"], c["lr"], c["tokens_factor"]))
+        deep = calibration.label("12L-12L-pre_ln", (c["warmup_updates"], c["lr"], c["tokens_factor"]))
         assert f"optim.max_updates={c['max_updates']}" in json.loads((out / f"{deep}.json").read_text())["overrides"]
     assert (out / "curves.png").stat().st_size > 0
     r = runner.invoke(app, ["calibrate", "mt", "--decide-only", "--results", str(results)])
@@ -361,10 +362,10 @@ def test_calibration_v2_grid_on_tiny_data(tiny_root, tmp_path, monkeypatch):
 def test_v2_runs_every_baseline_at_a_tokens_factor_before_the_next_factor(tmp_path):
     """The x1 settings complete, both baselines, before the four-times-costlier x4 runs start."""
     s = calibration.load_spec(REPO / "recipes/calibration/v2/gigaword.yaml")
-    (tmp_path / calibration.label_v2(s.baselines[0], s.settings_v2()[0])).mkdir()
-    (tmp_path / calibration.label_v2(s.baselines[0], s.settings_v2()[0]) / "status.json").write_text(
+    (tmp_path / calibration.label(s.baselines[0], s.settings()[0])).mkdir()
+    (tmp_path / calibration.label(s.baselines[0], s.settings()[0]) / "status.json").write_text(
         '{"status": "completed"}')
-    names = [j.name for j in calibration.jobs_v2(s, "gigaword", tmp_path, tmp_path, False, tmp_path / "out",
+    names = [j.name for j in calibration.jobs(s, "gigaword", tmp_path, tmp_path, False, tmp_path / "out",
                                                  tmp_path)]
     factors = [2 if n.endswith("-x4") else 1 for n in names]
     assert len(names) == 15 and factors == sorted(factors)
@@ -374,13 +375,13 @@ def test_v2_runs_every_baseline_at_a_tokens_factor_before_the_next_factor(tmp_pa
 def test_v2_a_grid_split_by_tokens_factor_trains_that_factor_alone_and_passes_its_flags(tmp_path):
     """`calibrate TASK --tokens-factor 1 --cuda-graphs`: the x1 runs alone, each a `train --cuda-graphs` job."""
     s = calibration.load_spec(REPO / "recipes/calibration/v2/gigaword.yaml")
-    x1 = [st for st in s.settings_v2() if st[2] == 1]
-    jobs = calibration.jobs_v2(s, "gigaword", tmp_path, tmp_path, False, tmp_path / "out", tmp_path, x1,
+    x1 = [st for st in s.settings() if st[2] == 1]
+    jobs = calibration.jobs(s, "gigaword", tmp_path, tmp_path, False, tmp_path / "out", tmp_path, x1,
                                ["--cuda-graphs"])
     assert len(jobs) == 8 and not any(j.name.endswith("-x4") for j in jobs)
     assert all(j.steps[0][0] == "train" and "--cuda-graphs" in j.steps[0] for j in jobs)
     assert all("--cuda-graphs" not in j.steps[0]
-               for j in calibration.jobs_v2(s, "gigaword", tmp_path, tmp_path, False, tmp_path / "out", tmp_path))
+               for j in calibration.jobs(s, "gigaword", tmp_path, tmp_path, False, tmp_path / "out", tmp_path))
 
 
 @pytest.mark.parametrize("grouped", [False, True])
@@ -389,15 +390,15 @@ def test_v2_one_setting_trains_its_two_baselines_alone_grouped_or_not(tmp_path, 
     grid would be grouped (a group trains every unmade setting of its factor)."""
     s = calibration.load_spec(REPO / "recipes/calibration/v2/gigaword.yaml")
     st = calibration.parse_setting(s, "w1000-lr0.0005-x4")
-    jobs = calibration.jobs_v2(s, "gigaword", tmp_path, tmp_path, grouped, tmp_path / "out", tmp_path, [st])
-    assert sorted(j.name for j in jobs) == sorted(calibration.label_v2(b, st) for b in s.baselines)
+    jobs = calibration.jobs(s, "gigaword", tmp_path, tmp_path, grouped, tmp_path / "out", tmp_path, [st])
+    assert sorted(j.name for j in jobs) == sorted(calibration.label(b, st) for b in s.baselines)
     assert all(j.steps[0][0] == "train" and "optim.lr=0.0005" in j.steps[0] for j in jobs)
 
 
 def test_v2_one_forward_makes_a_tokens_x4_update_in_one_forward_of_four_batches(tmp_path):
     s = calibration.load_spec(REPO / "recipes/calibration/v2/gigaword.yaml")
     batch = resolve(REPO / "recipes/gigaword/6L-6L-post_ln.yaml", "mini").recipe.data.max_tokens
-    for j in calibration.jobs_v2(s, "gigaword", tmp_path, tmp_path, False, tmp_path / "out", tmp_path,
+    for j in calibration.jobs(s, "gigaword", tmp_path, tmp_path, False, tmp_path / "out", tmp_path,
                                  one_forward=True):
         args = j.steps[0]
         if j.name.endswith("-x4"):
@@ -454,21 +455,21 @@ def test_v2_a_setting_recorded_elsewhere_is_not_trained_again_nor_its_record_rep
     """A record collected from another machine's run counts as run; a second run of the same setting (another
     start) never replaces it."""
     s = calibration.load_spec(REPO / "recipes/calibration/v2/gigaword.yaml")
-    name, st = s.baselines[1], s.settings_v2()[2]
+    name, st = s.baselines[1], s.settings()[2]
     out = tmp_path / "out"
     out.mkdir()
-    (out / f"{calibration.label_v2(name, st)}.json").write_text('{"started": "2026-11-29T10:00:00+00:00"}')
+    (out / f"{calibration.label(name, st)}.json").write_text('{"started": "2026-11-29T10:00:00+00:00"}')
     todo = calibration.to_run(s, name, st[2], tmp_path / "runs", out)
     assert st not in todo and len(todo) == 3
-    jobs = calibration.jobs_v2(s, "gigaword", tmp_path / "runs", tmp_path, False, out, tmp_path)
-    assert calibration.label_v2(name, st) not in [j.name for j in jobs] and len(jobs) == 15
-    run = tmp_path / "runs" / calibration.label_v2(name, st)
+    jobs = calibration.jobs(s, "gigaword", tmp_path / "runs", tmp_path, False, out, tmp_path)
+    assert calibration.label(name, st) not in [j.name for j in jobs] and len(jobs) == 15
+    run = tmp_path / "runs" / calibration.label(name, st)
     run.mkdir(parents=True)
     (run / "status.json").write_text(json.dumps({"status": "completed", "started": "2026-11-30T09:00:00+00:00",
                                                  "recipe_hash": "0123456789ab", "step": 12000}))
     with pytest.raises(RecordError, match="holds another run's record"):
-        calibration.collect_runs([(calibration.label_v2(name, st), {})], tmp_path / "runs", out)
-    assert json.loads((out / f"{calibration.label_v2(name, st)}.json").read_text())["started"].startswith("2026-11-29")
+        calibration.collect_runs([(calibration.label(name, st), {})], tmp_path / "runs", out)
+    assert json.loads((out / f"{calibration.label(name, st)}.json").read_text())["started"].startswith("2026-11-29")
 
 
 def test_v2_a_settings_runs_stop_once_the_rule_has_settled_it(tmp_path):
@@ -482,7 +483,7 @@ def test_v2_a_settings_runs_stop_once_the_rule_has_settled_it(tmp_path):
     out.mkdir()
 
     def live(name, st, curve, status=None, cut=False):
-        d = runs / calibration.label_v2(name, st)
+        d = runs / calibration.label(name, st)
         d.mkdir(parents=True)
         text = "".join(json.dumps({"step": u, "loss": 9.0}) + "\n" + json.dumps({"step": u, "valid_nll": v}) + "\n"
                        for u, v in curve)
@@ -490,10 +491,10 @@ def test_v2_a_settings_runs_stop_once_the_rule_has_settled_it(tmp_path):
         if status:
             (d / "status.json").write_text(json.dumps({"status": status, "reason": "loss became nan"}))
 
-    a, b, c = s.settings_v2()[:3]
+    a, b, c = s.settings()[:3]
     settled, slow = plateau(7, 5.0, 3000, cap=6000, every=250), plateau(7, 5.2, 5000, cap=4000, every=250)
-    (out / f"{calibration.label_v2(post, a)}.json").write_text(json.dumps({"status": "completed"}))
-    (out / f"{calibration.label_v2(post, a)}.log.jsonl").write_text(
+    (out / f"{calibration.label(post, a)}.json").write_text(json.dumps({"status": "completed"}))
+    (out / f"{calibration.label(post, a)}.log.jsonl").write_text(
         "".join(json.dumps({"step": u, "valid_nll": v}) + "\n" for u, v in plateau(7, 5.1, 2500, 12000, 250)))
     live(pre, a, settled, cut=True)
     live(post, b, settled)
@@ -502,12 +503,12 @@ def test_v2_a_settings_runs_stop_once_the_rule_has_settled_it(tmp_path):
     live(pre, c, settled[:4])
     L = setting_length([plateau(7, 5.1, 2500, 12000, 250), settled], a[0], s)
     assert L is not None and L <= 6000
-    assert calibration.stop_settled(s, runs, out) == [calibration.label_v2(pre, a), calibration.label_v2(pre, c)]
-    why = lambda name, st: json.loads((runs / calibration.label_v2(name, st) / STOP_FILE).read_text())["reason"]
+    assert calibration.stop_settled(s, runs, out) == [calibration.label(pre, a), calibration.label(pre, c)]
+    why = lambda name, st: json.loads((runs / calibration.label(name, st) / STOP_FILE).read_text())["reason"]
     assert why(pre, a) == f"calibration v2: both baselines converged at update {L}, this setting's length"
     assert why(pre, c) == f"calibration v2: {post} failed, so this setting is out"
-    assert not any((runs / calibration.label_v2(n, b) / STOP_FILE).exists() for n in s.baselines)
-    assert not (runs / calibration.label_v2(post, c) / STOP_FILE).exists()
+    assert not any((runs / calibration.label(n, b) / STOP_FILE).exists() for n in s.baselines)
+    assert not (runs / calibration.label(post, c) / STOP_FILE).exists()
     assert calibration.stop_settled(s, runs, out) == []  # asked once
     # the rule reads nothing past L: the decision from the curves cut at the stop is the full curves' one
     full = [plateau(7, 5.1, 2500, 12000, 250), plateau(7, 5.0, 3000, 12000, 250)]
@@ -517,22 +518,22 @@ def test_v2_a_settings_runs_stop_once_the_rule_has_settled_it(tmp_path):
 
 def test_v2_a_settings_two_baselines_run_side_by_side(tmp_path):
     s = calibration.load_spec(REPO / "recipes/calibration/v2/gigaword.yaml")
-    names = [j.name for j in calibration.jobs_v2(s, "gigaword", tmp_path, tmp_path, False, tmp_path / "out",
+    names = [j.name for j in calibration.jobs(s, "gigaword", tmp_path, tmp_path, False, tmp_path / "out",
                                                  tmp_path)]
-    assert names == [calibration.label_v2(b, st) for st in s.settings_v2() for b in s.baselines]
+    assert names == [calibration.label(b, st) for st in s.settings() for b in s.baselines]
 
 
 def test_v2_the_baseline_further_behind_starts_first(tmp_path):
     """Where one baseline of a setting has trained part-way, its partner starts before it, so the pair meets."""
     s = calibration.load_spec(REPO / "recipes/calibration/v2/gigaword.yaml")
     post, pre = s.baselines
-    ahead = tmp_path / calibration.label_v2(post, s.settings_v2()[1])
+    ahead = tmp_path / calibration.label(post, s.settings()[1])
     ahead.mkdir()
     (ahead / "checkpoint_5000.pt").write_bytes(b"")
-    names = [j.name for j in calibration.jobs_v2(s, "gigaword", tmp_path, tmp_path, False, tmp_path / "out",
+    names = [j.name for j in calibration.jobs(s, "gigaword", tmp_path, tmp_path, False, tmp_path / "out",
                                                  tmp_path)]
-    assert names[:4] == [calibration.label_v2(post, s.settings_v2()[0]), calibration.label_v2(pre, s.settings_v2()[0]),
-                         calibration.label_v2(pre, s.settings_v2()[1]), calibration.label_v2(post, s.settings_v2()[1])]
+    assert names[:4] == [calibration.label(post, s.settings()[0]), calibration.label(pre, s.settings()[0]),
+                         calibration.label(pre, s.settings()[1]), calibration.label(post, s.settings()[1])]
 
 
 @pytest.mark.parametrize("damage", ["list record", "running record", "no status", "missing log", "empty log",

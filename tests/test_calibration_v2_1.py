@@ -20,7 +20,7 @@ def spec21(task="asr", factors=(1, 4)):
 
 
 def x1(nll=(3.0, 3.0)):
-    return grid({st: nll for st in spec21().settings_v2() if st[2] == 1})
+    return grid({st: nll for st in spec21().settings() if st[2] == 1})
 
 
 def test_a_task_whose_v1_regime_served_and_has_no_v2_run_keeps_it(monkeypatch):
@@ -35,15 +35,15 @@ def test_a_task_whose_v1_regime_served_and_has_no_v2_run_keeps_it(monkeypatch):
     # where one of them did not learn under v1, the grid runs, x1 first
     d = choose(s, {}, UNIGRAM, {}, (False, "a 0 of 3 seeds"))
     assert not d.get("kept_v1") and d["stage"] == "tokens x1" and len(d["incomplete"]) == 4
-    assert settings_to_train(s, d) == [st for st in s.settings_v2() if st[2] == 1]
+    assert settings_to_train(s, d) == [st for st in s.settings() if st[2] == 1]
 
 
 def test_a_grid_with_runs_on_the_rules_date_is_finished_as_v2_states_it():
     for task in ("lm", "summarization"):
         s = spec21(task=task)
         runs = x1()
-        assert choose(s, runs, UNIGRAM, {}, (True, "")) == calibration.choose_v2(s, runs, UNIGRAM, {})
-        assert settings_to_train(s, choose(s, runs, UNIGRAM, {}, (True, ""))) == s.settings_v2()
+        assert choose(s, runs, UNIGRAM, {}, (True, "")) == calibration.choose(s, runs, UNIGRAM, {})
+        assert settings_to_train(s, choose(s, runs, UNIGRAM, {}, (True, ""))) == s.settings()
 
 
 def test_x1_first_and_x4_only_when_no_x1_setting_serves():
@@ -56,7 +56,7 @@ def test_x1_first_and_x4_only_when_no_x1_setting_serves():
     bad = {st: ("failed", "loss exploded", []) for st in runs}
     d = choose(s, runs, UNIGRAM, bad, (False, ""))  # no x1 candidate at which the deep Pre-LN learns
     assert d["stage"].startswith("tokens x4") and len(d["incomplete"]) == 4
-    assert settings_to_train(s, d) == s.settings_v2()
+    assert settings_to_train(s, d) == s.settings()
     post_never = x1((5.45, 3.0))  # Post-LN learns nothing at x1: the x4 settings run
     d = choose(s, post_never, UNIGRAM, {}, (False, ""))
     assert d["stage"].startswith("tokens x4") and "no setting of the grid lets both baselines learn" in d["stage"]
@@ -70,11 +70,11 @@ def test_the_gate_is_the_judging_rules_on_an_evaluated_run(tmp_path):
     out.mkdir()
     refs = {"constant": {"metric": "wer", "output": "a dog in a car", "splits": {"test": 82.7}},
             "unigram": {"valid_nll": 5.1}}
-    for st in s.settings_v2():
+    for st in s.settings():
         if st[2] != 1:
             continue
         for b in s.baselines:
-            base = calibration.label_v2(b, st)
+            base = calibration.label(b, st)
             wer = 95.0 if b == "a" else 30.0
             (out / f"{base}.json").write_text(json.dumps({"status": "completed", "reason": "", "task": "asr",
                                                            "metrics": {"valid_nll": 3.0, "splits": {"test": {
@@ -94,7 +94,7 @@ def test_an_evaluated_calibration_runs_job_evaluates_it_and_its_record_keeps_the
     job = calibration.train_job(s, "librispeech/6L-6L-post_ln", (1000, 5e-4, 1), tmp_path, tmp_path / "data",
                                 evaluate=True)
     assert [step[0] for step in job.steps] == ["train", "evaluate"]
-    run = tmp_path / calibration.label_v2("librispeech/6L-6L-post_ln", (1000, 5e-4, 1))
+    run = tmp_path / calibration.label("librispeech/6L-6L-post_ln", (1000, 5e-4, 1))
     run.mkdir()
     (run / "status.json").write_text(json.dumps({"status": "completed", "reason": "", "recipe": "r", "recipe_hash":
                                                  "h", "started": "t", "step": 10}))
