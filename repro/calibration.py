@@ -621,24 +621,6 @@ def grid_decision(spec: CalibrationSpec, out_dir: Path, results_dir: Path, recor
     return decision
 
 
-def decide(spec: CalibrationSpec, out_dir: Path, results_dir: Path) -> dict:
-    """The decision on the collected records under the rule in force (calibration v2.1, which applies choose);
-    a decision is written to out_dir/choice.json (kept, with when and where it was first made, while the records
-    give the same one) with the curves in curves.png."""
-    from repro import calibration_v2_1
-    runs, deep = recorded(spec, out_dir)
-    decision = calibration_v2_1.decision(spec, out_dir, results_dir)
-    if runs:  # the curves so far; nothing to draw before the first run
-        plot(spec, runs, deep, decision, out_dir / "curves.png", unigram_nll_of(spec, results_dir))
-    if decision.get("incomplete"):
-        return decision
-    kept = kept_choice(out_dir / "choice.json", decision)
-    if kept is not None:
-        return kept
-    write_choice(out_dir / "choice.json", decision)
-    return decision
-
-
 def plot(spec: CalibrationSpec, runs: dict, deep: dict, decision: dict, png: Path, unigram_nll: float) -> None:
     """Validation NLL of each baseline (and of the deepest Pre-LN where run) at every setting: one panel each, with
     the "learned" gate (NLL_MARGIN under the unigram model) dotted and, where a setting's length is known, the best

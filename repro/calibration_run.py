@@ -57,7 +57,7 @@ def run(task: str, jobs: int, threads: int | None, decide_only: bool, runs: Path
             spec, calibration_v2_1.decision(spec, out_dir, results))
         todo = (calibration.jobs(spec, task, runs, root, grouped, out_dir, results, wanted, flags, one_forward,
                                     evaluate) if wanted else [])
-        decision = calibration.decide(spec, out_dir, results) if not todo else None
+        decision = calibration_v2_1.decide(spec, out_dir, results) if not todo else None
         if decision is not None and decision.get("deep_needed") and only is None:
             need = decision["deep_needed"]
             deep_at = (need["warmup_updates"], need["lr"], need["tokens_factor"])
@@ -80,7 +80,7 @@ def run(task: str, jobs: int, threads: int | None, decide_only: bool, runs: Path
         if bad:
             raise ValueError(f"calibration runs did not finish: {', '.join(bad)} (logs under {runs})")
     collect()
-    decision = calibration.decide(spec, out_dir, results)
+    decision = calibration_v2_1.decide(spec, out_dir, results)
     from rich.table import Table
     t = Table(title=f"Calibration of the {spec.scale} regime for {task} ({decision['rules']})",
               box=None, padding=(0, 1, 0, 0), header_style="bold underline")  # nine columns in 80 characters

@@ -133,3 +133,20 @@ def outcome(spec: CalibrationSpec, d: dict) -> str:
     if d.get("stage") and not d.get("choice") and not d.get("not_informative"):
         line += f" ({d['stage']}, calibration v2.1)"
     return line
+
+
+def decide(spec: CalibrationSpec, out_dir: Path, results_dir: Path) -> dict:
+    """The decision on the collected records under the rule in force (calibration v2.1, which applies
+    calibration.choose); a decision is written to out_dir/choice.json (kept, with when and where it was first made,
+    while the records give the same one) with the curves in curves.png."""
+    runs, deep = calibration.recorded(spec, out_dir)
+    made = decision(spec, out_dir, results_dir)
+    if runs:  # the curves so far; nothing to draw before the first run
+        calibration.plot(spec, runs, deep, made, out_dir / "curves.png", calibration.unigram_nll_of(spec, results_dir))
+    if made.get("incomplete"):
+        return made
+    kept = calibration.kept_choice(out_dir / "choice.json", made)
+    if kept is not None:
+        return kept
+    calibration.write_choice(out_dir / "choice.json", made)
+    return made

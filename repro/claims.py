@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import json
 import statistics
-import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
 from repro import judging
-from repro.markdown import escape
 from repro.results import metric_at, stale_note
 
 VERDICTS = ("reproduced", "smaller than the paper's", "not reproduced", "inconclusive", "not decidable at this scale",
@@ -477,114 +475,5 @@ def judge_v2(claim: Claim, records: dict[str, list[dict]], stale: dict | None = 
     return {"verdict": verdict, "evidence": evidence, "comparisons": judged}
 
 
-def evaluate_claims(results_dir: Path, scale: str, rules: str = judging.CURRENT) -> list[dict]:
-    from repro import claims_v3
-    from repro.references import load_references
-    records, stale = judging.judged_records(results_dir, scale, rules)
-    figures = Path(results_dir) / "figures"
-    uninformative = not_informative(results_dir, scale) if rules != "v1" else {}
-    references = load_references(results_dir) if rules == "v3" else {}
-    refs_of = lambda r: judging.references_for(r, references)
-    rows = []
-    for c in CLAIMS:
-        if rules == "v3" and not (c.a and task_folder(c.a) in uninformative):
-            rows.append({"claim": c.text, "source": c.source,
-                         **claims_v3.judge_v3(c, records, stale, figures, scale, refs_of)})
-        elif rules == "v1":
-            verdict, evidence = judge_v1(c, records, figures, scale)
-            rows.append({"claim": c.text, "source": c.source, "verdict": verdict, "evidence": evidence})
-        elif c.a and task_folder(c.a) in uninformative:
-            rows.append({"claim": c.text, "source": c.source, "verdict": "not informative", "evidence":
-                         f"calibration v2 found {task_folder(c.a)} not informative at {scale}: "
-                         f"{uninformative[task_folder(c.a)]}"})
-        else:
-            rows.append({"claim": c.text, "source": c.source, **judge_v2(c, records, stale, figures, scale)})
-    for row, c in zip(rows, CLAIMS):  # one row a claim
-        if c.kind == "figure3":  # gradients at initialisation: no run, the same verdict at every scale
-            row["scale_free"] = True
-    if rules == "v3":
-        claims_v3.adjust_across(rows)
-    return rows
-
-
 def rules_line(rules: str) -> str:
     return f"judging rules {rules} of {judging.RULES[rules]}, repro/judging.py"
-
-
-def changed_verdicts(results_dir: Path, scale: str, old: str = "v1", new: str = judging.CURRENT) -> list[dict]:
-    """The claims whose verdict differs between two versions of the rules, with both verdicts and the new
-    evidence."""
-    before = {r["claim"]: r for r in evaluate_claims(results_dir, scale, old)}
-    return [{"claim": r["claim"], old: before[r["claim"]]["verdict"], new: r["verdict"], "evidence": r["evidence"]}
-            for r in evaluate_claims(results_dir, scale, new) if before[r["claim"]]["verdict"] != r["verdict"]]
-
-
-def render_changed(results_dir: Path, scale: str, old: str = "v1", new: str = judging.CURRENT,
-                   fmt: str = "markdown") -> str:
-    """The changed verdicts as a Markdown table (the results page), or as text wrapped to the terminal (`claims
-    --changed`): one block per claim, its two verdicts, then the new evidence."""
-    rows = changed_verdicts(results_dir, scale, old, new)
-    head = f"Verdicts at scale '{scale}' that changed from rules {old} to {new}: {len(rows)}"
-    if fmt == "text":
-        from repro.progress import console
-        width = max(40, min(console.width, 120))
-        fill = lambda text, indent="": textwrap.fill(text, width, initial_indent=indent,
-                                                     subsequent_indent=indent + "  ", break_on_hyphens=False)
-        out = [fill(head), ""]
-        for r in rows:
-            out += [fill(f"{r['claim']}: {r[old]} -> {r[new]}"), fill(r["evidence"], "    ")]
-        return "\n".join(out) + "\n"
-    lines = [f"**{head}**", "",
-             f"| claim | {old} | {new} | why ({new}'s evidence) |", "|---|---|---|---|"]
-    lines += [f"| {r['claim']} | {r[old]} | {r[new]} | {escape(r['evidence'])} |" for r in rows]
-    return "\n".join(lines) + "\n"
-
-
-def render_claims(results_dir: Path, scale: str, fmt: str = "text", rules: str = judging.CURRENT) -> str | None:
-    """text: a rich table on a wide terminal, else one compact block per claim; markdown; json."""
-    rows = evaluate_claims(results_dir, scale, rules)
-    counts = verdict_counts(rows)
-    if fmt == "json":
-        return json.dumps({"scale": scale, "results": str(results_dir), "rules": rules,
-                           "rules_date": judging.RULES[rules], "claims": rows}, indent=2) + "\n"
-    if fmt == "markdown":
-        lines = [f"Claims at scale '{scale}' under {rules_line(rules)}: {counts}.", ""]
-        if rules == "v3":  # its look, its model-code version, and p beside its table's adjusted ones
-            f = lambda x: "—" if x is None else f"{x:.3f}"
-            lines += ["| claim | paper | verdict | look | model code | p | Holm | BH | evidence |",
-                      "|---|---|---|---|---|---|---|---|---|"]
-            lines += [f"| {r['claim']} | {r['source']} | {r['verdict']} | {r.get('look', '—')} | "
-                      f"{r.get('model_code') or '—'} | {f(r.get('p'))} | {f(r.get('p_holm'))} | {f(r.get('p_bh'))} | "
-                      f"{escape(r['evidence'])} |" for r in rows]
-        else:
-            lines += ["| claim | paper | verdict | evidence |", "|---|---|---|---|"]
-            lines += [f"| {r['claim']} | {r['source']} | {r['verdict']} | {escape(r['evidence'])} |" for r in rows]
-        return "\n".join(lines) + "\n"
-    if fmt != "text":
-        raise ValueError(f"--format {fmt!r}: expected text, markdown or json")
-    from repro.progress import console
-    if console.is_terminal and console.width >= 140:
-        from rich.table import Table
-        from rich.text import Text
-        t = Table(title=f"The paper's claims at scale '{scale}' ({counts}); {rules_line(rules)}")
-        for col in ("claim", "paper", "verdict", "evidence"):
-            t.add_column(col)
-        colour = {"reproduced": "green", "not reproduced": "red", "inconclusive": "yellow", "not run": "dim",
-                  "not informative": "dim", "smaller than the paper's": "magenta",
-                  "not decidable at this scale": "dim"}
-        for r in rows:
-            t.add_row(Text(r["claim"]), Text(r["source"]), Text(r["verdict"], style=colour[r["verdict"]]),
-                      Text(r["evidence"]))
-        console.print(t)
-        return None
-    width = max(40, min(console.width, 120))  # the terminal's ($COLUMNS), never wider than it
-    fill = lambda text, indent="": textwrap.fill(text, width, initial_indent=indent, subsequent_indent=indent + "  ",
-                                                 break_on_hyphens=False, break_long_words=True)
-    out = [fill(f"The paper's claims at scale '{scale}': {counts}"), fill(f"({rules_line(rules)})"), ""]
-    for r in rows:
-        where = ", ".join(x for x in (f"look {r['look']}" if "look" in r else "",
-                                      f"model code {r['model_code']}" if r.get("model_code") else "") if x)
-        out += [fill(f"[{r['verdict']}] {r['claim']} ({r['source']}{'; ' + where if where else ''})"),
-                fill(r["evidence"], "    ")]
-    return "\n".join(out) + "\n"
-

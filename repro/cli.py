@@ -670,7 +670,7 @@ def claims(scale: str = typer.Option("mini", "--scale", help="Whose records to j
     """
     check_scale(scale)
     check_results(results)
-    from repro.claims import render_changed, render_claims
+    from repro.verdicts import render_changed, render_claims
     from repro.judging import CURRENT, RULES
     rules = rules or CURRENT
     if rules not in RULES:

@@ -9,7 +9,8 @@ import re
 from pathlib import Path
 
 from repro.markdown import escape
-from repro.claims import CLAIMS, claim_cells, evaluate_claims, task_folder, verdict_counts
+from repro.claims import CLAIMS, claim_cells, task_folder, verdict_counts
+from repro.verdicts import evaluate_claims
 
 # (task folder, heading): the order and words of the sections
 TASKS = (("mt", "Machine translation (Tables 1, 5, 9; Figures 1, 3, 5; Table 11 extends them)"),

@@ -20,7 +20,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from repro.claims import CLAIMS, claim_cells, evaluate_claims, task_folder
+from repro.claims import CLAIMS, claim_cells, task_folder
+from repro.verdicts import evaluate_claims
 
 
 

@@ -49,7 +49,8 @@ def _numbers(row: dict) -> tuple[str, str, str]:
 
 def render_headline(results_dir: Path, scale: str) -> str:
     """The claims with their numbers and verdicts, for the README (the full evidence is on the results page)."""
-    from repro.claims import evaluate_claims, rules_line, verdict_counts
+    from repro.claims import rules_line, verdict_counts
+    from repro.verdicts import evaluate_claims
     from repro.judging import CURRENT, RULES
     rows = evaluate_claims(results_dir, scale)
     counts = verdict_counts(rows)
@@ -102,7 +103,7 @@ def render_regime(results_dir: Path, scale: str = "mini") -> str:
 
 
 def render_results_page(results_dir: Path, scale: str) -> str:
-    from repro.claims import render_changed, render_claims
+    from repro.verdicts import render_changed, render_claims
     from repro.findings import render_findings
     from repro.tables.render import render_table
     from repro.tables.runs import SEEDS_COMPARED, render_missing, render_runs

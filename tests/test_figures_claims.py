@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from repro.claims import evaluate_claims
+from repro.verdicts import evaluate_claims
 from repro.cli import app
 from test_tables import fixture_records
 

@@ -9,7 +9,7 @@ from scipy import stats
 from typer.testing import CliRunner
 
 from repro import judging
-from repro.claims import evaluate_claims
+from repro.verdicts import evaluate_claims
 from repro.cli import app
 from repro.eval import metrics
 from repro.references import (best_constant_bleu, best_constant_rouge1, best_constant_wer, compute_references,
@@ -342,7 +342,7 @@ def test_a_task_calibration_v2_found_not_informative_has_its_claims_read_so(tmp_
     import shutil
     from pathlib import Path
 
-    from repro.claims import evaluate_claims, render_claims
+    from repro.verdicts import evaluate_claims, render_claims
     repo = Path(__file__).resolve().parents[1]
     results = tmp_path / "results"
     shutil.copytree(repo / "results", results)

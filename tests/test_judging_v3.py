@@ -159,7 +159,7 @@ def test_adjusted_p_values_across_a_tables_claims_are_shown_beside_the_raw():
 def test_v2_verdicts_stay_computable_and_the_claims_say_what_they_test():
     from pathlib import Path
 
-    from repro.claims import evaluate_claims
+    from repro.verdicts import evaluate_claims
     results = Path(__file__).resolve().parents[1] / "results"
     v2 = {r["claim"]: r["verdict"] for r in evaluate_claims(results, "mini", "v2")}
     assert v2["6L LM: Post-LN < Pre-LN test perplexity"] == "reproduced"

@@ -11,7 +11,7 @@ REPO = Path(__file__).resolve().parents[1]
 TRAINING = ["repro/train", "repro/model", "repro/eval", "repro/data", "repro/config.py", "repro/files.py",
             "repro/checksum.py"]
 EVIDENCE = ["repro.results", "repro.references", "repro.judging", "repro.claims", "repro.claims_v3",
-            "repro.findings", "repro.queue", "repro.report", "repro.tables.runs", "repro.tables.render"]
+            "repro.verdicts", "repro.findings", "repro.queue", "repro.report", "repro.tables.runs", "repro.tables.render"]
 
 
 def imported(path: Path) -> set[str]:
@@ -42,3 +42,38 @@ def test_the_evidence_wing_loads_no_training_code_at_import():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def module_imports() -> dict[str, set[str]]:
+    """Each module of repro/ and the modules of repro/ it imports, anywhere in it (inside functions too)."""
+    files = {".".join(p.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__"): p
+             for p in (REPO / "repro").rglob("*.py")}
+    out = {}
+    for name, path in files.items():
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                targets.update([node.module, *(f"{node.module}.{a.name}" for a in node.names)])
+        out[name] = {t for t in targets if t in files and t != name}
+    return out
+
+
+def test_no_module_imports_one_that_imports_it_back():
+    """The import graph has no cycle, directly or through other modules, function-level imports included."""
+    graph = module_imports()
+    reach = {}
+
+    def reachable(m: str) -> set[str]:
+        if m not in reach:
+            reach[m] = set()
+            todo = list(graph[m])
+            while todo:
+                n = todo.pop()
+                if n not in reach[m]:
+                    reach[m].add(n)
+                    todo.extend(graph[n])
+        return reach[m]
+    cycles = sorted(f"{m} -> {n} -> ... -> {m}" for m in graph for n in graph[m] if m in reachable(n))
+    assert not cycles, cycles

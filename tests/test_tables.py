@@ -313,7 +313,7 @@ def test_runs_missing_counts_seeds_at_todays_model_code_and_asks_new_ones(tmp_pa
     """A cell's records of an older model-code version keep their seeds and their place, but a comparison takes
     one version: the seeds still to run are counted at today's, and numbered past every record the cell holds. A
     claim judged at the older version asks today's version for its first look; one at today's, for its next."""
-    from repro.claims import evaluate_claims
+    from repro.verdicts import evaluate_claims
     from repro.findings import claim_missing
     for seed, (post, pre) in enumerate(((20.2, 20.0), (20.5, 20.3), (20.4, 20.3)), 1):
         for name, v in (("6L-6L-post_ln", post), ("6L-6L-pre_ln", pre)):
@@ -353,7 +353,7 @@ def test_runs_missing_asks_an_inconclusive_comparison_for_its_next_look(tmp_path
         for name, v in (("6L-6L-b2t", b2t), ("6L-6L-pre_ln", pre)):
             write_record(tmp_path, record(name, seed, metrics={"bleu_average": v}, encoder_layers=6,
                                           decoder_layers=6))
-    row = next(r for r in __import__("repro.claims", fromlist=["x"]).evaluate_claims(tmp_path, "mini")
+    row = next(r for r in __import__("repro.verdicts", fromlist=["x"]).evaluate_claims(tmp_path, "mini")
                if r["claim"].startswith("6L-6L MT: B2T > Pre-LN"))
     assert row["verdict"] == "inconclusive" and row["comparisons"][0]["test"]["seeds_needed"] == judging.LOOKS[2]
     rows = {r["recipe"]: r for r in missing_runs(tmp_path, "mini")}

@@ -133,7 +133,7 @@ def claim_power(row: dict) -> dict[str, int]:
 def power_seeds(results_dir: Path, scale: str) -> dict[str, int]:
     """Per cell, the most seeds any claim's inconclusive comparison of it asks for (the claims as the current rules
     judge them)."""
-    from repro.claims import evaluate_claims
+    from repro.verdicts import evaluate_claims
     out: dict[str, int] = {}
     for row in evaluate_claims(results_dir, scale):
         for name, n in claim_power(row).items():
