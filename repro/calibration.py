@@ -465,14 +465,7 @@ def live_run(run_dir: Path) -> tuple[str, str, list[tuple[int, float]]] | None:
     """A run as far as it has trained, as the rules read it: (status, reason, validation curve); None before its
     first validation. A line its trainer is still writing is skipped."""
     status = read_json(run_dir / "status.json") if (run_dir / "status.json").is_file() else {}
-    rows = []
-    for line in (run_dir / "log.jsonl").read_text(encoding="utf-8").splitlines() \
-            if (run_dir / "log.jsonl").is_file() else []:
-        try:
-            rows.append(json.loads(line))
-        except ValueError:
-            continue
-    curve = valid_curve(rows)
+    curve = valid_curve(read_jsonl(run_dir / "log.jsonl", tolerant=True))
     return (status.get("status", "running"), status.get("reason", ""), curve) if curve or status else None
 
 

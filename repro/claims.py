@@ -188,7 +188,7 @@ def _judge_run(claim: Claim, records) -> tuple[str, str]:
     failed = a["failed"] * 2 > a["n"]
     detail = f"{claim.a}: {a['failed']}/{a['n']} seeds failed"
     if claim.kind == "fails" and not failed and claim.b:
-        # Trained to the end: say how far it lags the method the paper says trains (DESIGN section 5).
+        # Trained to the end: say how far it lags the method the paper says trains.
         other = _cell(records, claim.b, claim.metric, claim.or_metric)
         if other and other["mean"] is not None and a["mean"] is not None:
             detail += f"; it trains but reaches {a['mean']:.2f} against {_show(claim.b, other)}"

@@ -8,7 +8,6 @@ SIGHUP stop every job; their checkpoints stay, so running the same jobs again re
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from repro.progress import console
+from repro.results import jsonl_rows
 
 
 @dataclass
@@ -62,14 +62,8 @@ def newest_log_rows(run_dir: Path, tail: int = 4096) -> list[dict]:
             lines = f.read().decode("utf-8", "replace").splitlines()
     except OSError:
         return []
-    rows = []
-    for line in lines[1:] if start else lines:  # past a seek the first line is cut
-        if '"loss"' in line:
-            try:
-                rows.append(json.loads(line))
-            except ValueError:
-                continue
-    return rows
+    # past a seek the first line is cut
+    return jsonl_rows([line for line in (lines[1:] if start else lines) if '"loss"' in line], path, tolerant=True)
 
 
 def _progress(job: Job) -> tuple[str, str]:

@@ -148,14 +148,24 @@ def read_json(path: Path):
         raise ValueError(f"{path}: not valid JSON{where}; restore it with git or remove it") from None
 
 
-def read_jsonl(path: Path) -> list:
-    """A JSON-lines log's rows; a garbled line is a one-line ValueError naming the file and the line."""
+def read_jsonl(path: Path, tolerant: bool = False) -> list:
+    """A JSON-lines log's rows. Strict: a garbled line is a one-line ValueError naming the file and the line.
+    `tolerant` (a log a running trainer is still writing): such a line is skipped, and a missing file has none."""
+    if tolerant and not Path(path).is_file():
+        return []
+    return jsonl_rows(Path(path).read_bytes().split(b"\n"), path, tolerant)
+
+
+def jsonl_rows(lines, path: Path | str, tolerant: bool = False) -> list:
+    """The rows of JSON lines (bytes or text) read from `path`, as read_jsonl reads them."""
     rows = []
-    for i, line in enumerate(Path(path).read_bytes().split(b"\n"), 1):
+    for i, line in enumerate(lines, 1):
         if line.strip():
             try:
-                rows.append(json.loads(line.decode("utf-8")))
+                rows.append(json.loads(line.decode("utf-8") if isinstance(line, bytes) else line))
             except ValueError:  # UnicodeDecodeError too
+                if tolerant:
+                    continue
                 raise ValueError(f"{path}: line {i} is not JSON in UTF-8; restore the file or remove that line") \
                     from None
     return rows

@@ -9,10 +9,11 @@ import math
 from pathlib import Path
 
 from repro.figures.output import save_figure
+from repro.model.variants import VARIANTS
 from repro.results import current_records, record_log
 
 VARIANT_ORDER = ("post_ln", "pre_ln", "b2t")
-TITLES = {"post_ln": "Post-LN", "pre_ln": "Pre-LN", "b2t": "B2T connection"}
+TITLES = {v: VARIANTS[v].title for v in VARIANT_ORDER}  # the variant table's own titles
 
 
 def figure_from_runs(number: int, out: Path, json_path: Path | None, results_dir: Path, scale: str,

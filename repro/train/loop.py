@@ -1,4 +1,5 @@
-"""The training run: setup, train, cleanup (DESIGN section 5).
+"""The training run, in phases (Training): set-up, then per update the step, validation, stop requests and
+checkpoint, then the finish.
 
 A run directory holds recipe.yaml (resolved), log.jsonl, checkpoint_<update>.pt (last N), status.json and, for
 Admin, admin_profile.json. A stop.json put there from outside (`request_stop`) ends the run at its next log line or
@@ -36,7 +37,7 @@ from repro.model.variants import get_variant
 from repro.progress import console, progress_bar
 from repro.data.text import corpus_fingerprint
 from repro.files import atomic_write_text
-from repro.results import git_commit, hardware, now
+from repro.results import git_commit, hardware, now, read_jsonl
 from repro.train import checkpoint
 from repro.train.graphs import GraphedUpdate, check_graphable
 from repro.train.group import GroupEngine, check_group
@@ -151,16 +152,8 @@ def stop_reason(run_dir: Path, d: Dist, device) -> str | None:
 
 def validated_in_log(path: Path, step: int) -> bool:
     """Whether the log already holds a validation of this update."""
-    if not path.is_file():
-        return False
-    for line in reversed(path.read_text(encoding="utf-8").splitlines()[-50:]):
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue
-        if row.get("step") == step and "valid_nll" in row:
-            return True
-    return False
+    return any(row.get("step") == step and "valid_nll" in row for row in read_jsonl(path, tolerant=True)[-50:]
+               if isinstance(row, dict))
 
 
 def bar_status(row: dict, valid_nll: float | None) -> str:
