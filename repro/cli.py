@@ -786,7 +786,6 @@ def reproduce(table_number: int = typer.Argument(..., metavar="TABLE", help="Tab
 
     Example: lnrepro reproduce 1 --scale mini --seeds 3 --jobs 16
     """
-    from repro import reproduce as rp
     check_scale(scale)
     if launcher not in ("local", "slurm", "submitit-local"):
         fail(f"--launcher {launcher!r}: expected local, slurm or submitit-local")
@@ -795,78 +794,13 @@ def reproduce(table_number: int = typer.Argument(..., metavar="TABLE", help="Tab
     data_root = root or default_root()
     for folder, option in ((results, "--results"), (runs, "--runs"), (data_root, "--root")):
         check_folder(folder, option)
+    from repro import reproduce_run
+    slurm = {"config": slurm_config, "partition": partition, "account": account, "time": time_min, "gpus": gpus}
     try:
-        settings = {}
-        if launcher != "local":
-            settings = rp.slurm_settings(slurm_config, {"partition": partition, "account": account, "time": time_min,
-                                                        "gpus": gpus})
-        slurm_gpus = settings.get("gpus", 1) if launcher == "slurm" else None
-        planned = rp.plan(table_number, scale, seeds, cells, results, runs, jobs, threads, cuda_graphs, slurm_gpus)
+        reproduce_run.run(table_number, scale, seeds, cells, jobs, threads, launcher, plan_only, slurm, runs,
+                          data_root, results, cuda_graphs, tokens_per_gpu, group)
     except (ValueError, RecipeError) as e:
         fail(str(e))
-    if scale == "tiny":  # after the arguments are checked: a wrong one makes nothing
-        from repro.data.tiny import ensure_tiny_corpora
-        ensure_tiny_corpora(data_root)
-    stale = rp.stale_records(planned)
-    train_flags = (("--cuda-graphs",) if cuda_graphs else ()) + (
-        ("--tokens-per-gpu", str(tokens_per_gpu)) if tokens_per_gpu else ())
-    grouping = "auto" if group is None else ("group" if group else "no-group")
-    on_gpu = (launcher == "slurm" and slurm_gpus > 0) or (launcher == "local" and rp._local_gpus() > 0)
-    try:
-        lanes = rp.lanes(planned, grouping, on_gpu, train_flags)
-    except (ValueError, RecipeError) as e:
-        fail(str(e))
-    print(rp.describe_plan(planned, jobs if launcher == "local" else 1, lanes, rp.device_name(on_gpu)), end="")
-    if plan_only:
-        return
-    if cuda_graphs:  # refused here, not by every job; a SLURM job's machine is taken to have its GPUs
-        try:
-            rp.check_graphable_runs(planned, on_gpu=launcher == "slurm")
-        except ValueError as e:
-            fail(str(e))
-    if stale:
-        fail(f"{len(stale)} records of earlier recipe versions hold the slots these runs write: remove them first "
-             f"(git rm {' '.join(stale[:3])}{' ...' if len(stale) > 3 else ''})")
-    todo = rp.to_launch(planned)
-    running = [r.name for r in planned if r.state == "running"]
-    if running:  # another command trains them; starting them here would only be refused by their locks
-        who = ("1 run trains in another process and is left to it" if len(running) == 1 else
-               f"{len(running)} runs train in other processes and are left to them")
-        console.print(f"{who}: {', '.join(running)}")
-    if not todo:
-        runs_of = f"runs of table {table_number} at scale {scale}"
-        console.print(f"nothing to start: the {len(planned)} {runs_of} are done or training elsewhere" if running
-                      else f"nothing to do: all {len(planned)} {runs_of} are done")
-    elif launcher == "local":
-        from repro.launch import run_jobs
-        done = run_jobs(rp.local_jobs(planned, results, data_root, train_flags, grouping, on_gpu), jobs,
-                        threads or rp.launch_threads(planned, jobs))
-        bad = [j for j in done if j.state != "done"]
-        if bad:
-            fail(f"{len(bad)} runs did not finish: " + ", ".join(f"{j.name} ({j.log})" for j in bad))
-    else:
-        try:
-            submitted = rp.submit(planned, results, data_root, runs / "slurm", settings,
-                                  local=launcher == "submitit-local", train_flags=train_flags, grouping=grouping)
-        except ValueError as e:
-            fail(str(e))
-        console.print(f"submitted {len(submitted)} jobs: " + ", ".join(str(j.job_id) for j in submitted))
-        if launcher == "slurm":
-            console.print(f"run `lnrepro reproduce {table_number} --scale {scale} --seeds {seeds} --launcher slurm "
-                          f"--gpus {slurm_gpus} --plan` to follow them, and `lnrepro table {table_number} --scale "
-                          f"{scale}` when they are done")
-            return
-        for job in submitted:
-            try:
-                job.result()
-            except Exception as e:  # a failed job: its log under runs/slurm says why
-                fail(f"submitit job {job.job_id} failed ({type(e).__name__}); its log is under {runs / 'slurm'}")
-    from repro.tables.render import render_table
-    out = render_table(table_number, scale=scale, fmt="text", results_dir=results)
-    if out:
-        print(out, end="")
-
-
 
 
 @app.command()
