@@ -9,8 +9,9 @@ several cells is a conjunction: one comparison that goes against it settles it, 
 comparison does. Figure 3's claim reads the committed figure data; Figure 5's the layer similarities
 `lnrepro evaluate` records.
 
-Rules v1 (`_judge_run`, `_judge_compare`, `_judge_figure5`): a comparison is inconclusive when it rests on one
-seed or when the seed ranges of the compared cells overlap. Rules v2 (`judge_v2`): the tests of repro/judging.py.
+Here: the claims, the cells they rest on, and the readers the rule versions share. Rules v1 (repro/claims_v1.py)
+and v2 (repro/claims_v2.py) are frozen, kept so that what changed can be shown; v3 (repro/claims_v3.py) is in force;
+repro/verdicts.py applies a version to every claim.
 """
 
 from __future__ import annotations
@@ -158,108 +159,9 @@ CLAIMS = [
 FIG3_VANISH, FIG3_B2T_SHARE = 10.0, 0.2
 
 
-def _cell(records: dict[str, list[dict]], name: str, metric: tuple, or_metric: tuple = ()):
-    recs = records.get(name, [])
-    if not recs:
-        return None
-    values = []
-    for r in recs:
-        v = metric_at(r.get("metrics") or {}, metric)
-        if v is None and or_metric:
-            v = metric_at(r.get("metrics") or {}, or_metric)
-        if r["status"] == "completed" and metric and isinstance(v, (int, float)):
-            values.append(float(v))
-    return {"failed": sum(r["status"] == "failed" for r in recs), "n": len(recs), "values": values,
-            "mean": statistics.fmean(values) if values else None}
-
-
-def _show(name: str, c: dict) -> str:
-    if c["mean"] is None:
-        return f"{name}: training failed ({c['failed']}/{c['n']} seeds)" if c["failed"] else f"{name}: not evaluated"
-    seeds = (f"seeds {min(c['values']):.2f}-{max(c['values']):.2f}" if len(c["values"]) > 1 else "1 seed")
-    failed = f", {c['failed']} failed" if c["failed"] else ""
-    return f"{name} {c['mean']:.2f} ({seeds}{failed})"
-
-
-def _judge_run(claim: Claim, records) -> tuple[str, str]:
-    a = _cell(records, claim.a, claim.metric, claim.or_metric)
-    if a is None:
-        return "not run", f"no records of the current recipe: {claim.a}"
-    failed = a["failed"] * 2 > a["n"]
-    detail = f"{claim.a}: {a['failed']}/{a['n']} seeds failed"
-    if claim.kind == "fails" and not failed and claim.b:
-        # Trained to the end: say how far it lags the method the paper says trains.
-        other = _cell(records, claim.b, claim.metric, claim.or_metric)
-        if other and other["mean"] is not None and a["mean"] is not None:
-            detail += f"; it trains but reaches {a['mean']:.2f} against {_show(claim.b, other)}"
-    if a["n"] < 2:  # "0/1 seeds failed" already says it rests on one seed
-        return "inconclusive", detail
-    ok = failed if claim.kind == "fails" else not failed
-    return ("reproduced" if ok else "not reproduced"), detail
-
-
-def _judge_compare(claim: Claim, records) -> tuple[str, str]:
-    others = claim.b.split(",")
-    a = _cell(records, claim.a, claim.metric, claim.or_metric)
-    cells = [_cell(records, b, claim.metric, claim.or_metric) for b in others]
-    if a is None or any(c is None for c in cells):
-        missing = [n for n, c in zip([claim.a, *others], [a, *cells]) if c is None]
-        return "not run", "no records of the current recipe: " + ", ".join(missing)
-    detail = _show(claim.a, a) + " vs " + ", ".join(_show(b, c) for b, c in zip(others, cells))
-    judged = [_compare_one(claim, a, c) for c in cells]
-    if len(others) == 1:
-        verdict, why = judged[0]
-        return verdict, detail + (f"; {why}" if why else "")
-    verdicts = [v for v, _ in judged]
-    # "a beats every cell in b" is a conjunction: one comparison against it settles it; otherwise all must hold
-    for v in ("not reproduced", "not run", "inconclusive"):
-        if v in verdicts:
-            against = [b for b, w in zip(others, verdicts) if w == v]
-            return v, detail + f"; {v} against " + ", ".join(against)
-    return "reproduced", detail
-
-
-def _compare_one(claim: Claim, a: dict, c: dict) -> tuple[str, str]:
-    """One comparison of cell a against cell c by the module's seed rules: the verdict, and the overlap when that
-    decided it."""
-    if min(a["n"], c["n"]) < 2:
-        return "inconclusive", ""
-    if a["mean"] is None:  # the claimed-better method failed (or was never scored): never a number
-        return ("not reproduced" if a["failed"] else "not run"), ""
-    if c["mean"] is None:
-        if not c["failed"]:
-            return "not run", ""
-        return ("not reproduced" if claim.kind == "close" else "reproduced"), ""  # it beat a failed run
-    if claim.kind == "close":
-        return ("reproduced" if abs(a["mean"] - c["mean"]) <= claim.tolerance else "not reproduced"), ""
-    if min(a["values"]) <= max(c["values"]) and min(c["values"]) <= max(a["values"]):
-        return "inconclusive", "seed ranges overlap"
-    sign = 1 if claim.higher_is_better else -1
-    return ("reproduced" if sign * (a["mean"] - c["mean"]) > 0 else "not reproduced"), ""
-
-
 def _mean_offdiag(m: list[list[float]]) -> float:
     n = len(m)
     return statistics.fmean(m[i][j] for i in range(n) for j in range(n) if i != j)
-
-
-def _judge_figure5(claim: Claim, records) -> tuple[str, str]:
-    """Each seed's mean off-diagonal cosine (encoder and decoder), from the layer similarities `evaluate` records;
-    then the seed rules of any comparison."""
-    cells = {}
-    for name in (claim.a, claim.b):
-        values = [statistics.fmean([_mean_offdiag(r["metrics"]["layer_cosine"][s]) for s in ("encoder", "decoder")])
-                  for r in records.get(name, []) if "layer_cosine" in (r.get("metrics") or {})]
-        if not values:
-            return "not run", f"no evaluated records of the current recipe: {name}"
-        cells[name] = {"values": values, "mean": statistics.fmean(values), "n": len(values), "failed": 0}
-    a, b = cells[claim.a], cells[claim.b]
-    detail = f"mean cosine {_show(claim.a, a)} vs {_show(claim.b, b)}"
-    if min(a["n"], b["n"]) < 2:
-        return "inconclusive", detail
-    if min(a["values"]) <= max(b["values"]) and min(b["values"]) <= max(a["values"]):
-        return "inconclusive", detail + "; seed ranges overlap"
-    return ("reproduced" if a["mean"] > b["mean"] else "not reproduced"), detail
 
 
 def _judge_figure(claim: Claim, figures_dir: Path, scale: str) -> tuple[str, str]:
@@ -276,18 +178,7 @@ def _judge_figure(claim: Claim, figures_dir: Path, scale: str) -> tuple[str, str
     raise ValueError(f"unknown figure claim {claim.kind!r}")
 
 
-def judge_v1(claim: Claim, records: dict[str, list[dict]], figures_dir: Path = Path("results/figures"),
-             scale: str = "mini") -> tuple[str, str]:
-    if claim.kind in ("fails", "trains"):
-        return _judge_run(claim, records)
-    if claim.kind == "figure5":
-        return _judge_figure5(claim, records)
-    if claim.kind == "figure3":
-        return _judge_figure(claim, figures_dir, scale)
-    return _judge_compare(claim, records)
-
-
-# -- rules v2 --------------------------------------------------------------------------------------------------
+# -- what the rule versions share ------------------------------------------------------------------------------
 
 # Which column of the paper's tables a claim's metric is; perplexity and WER effects are carried over as ratios
 # (the mini scores are of another size), BLEU and ROUGE as points.
@@ -318,7 +209,7 @@ def paper_effect(claim: Claim, a: str, b: str, b_mean: float | None) -> float | 
     return sign * (pa - pb)
 
 
-def _cell_v2(records, name: str, claim: Claim, failed_value=None) -> dict | None:
+def scored_cell(records, name: str, claim: Claim, failed_value=None) -> dict | None:
     """A cell's scores on the claim's metric, from its completed seeds; a failed seed is a reason and, where
     `failed_value(record)` gives one (rules v3: its corpus's trivial reference), a score too."""
     recs = records.get(name)
@@ -381,51 +272,7 @@ def failed_whole(claim: Claim, a: dict, c: dict) -> tuple[str, str] | None:
     return None
 
 
-def _compare_v2(claim: Claim, a: dict, c: dict) -> dict:
-    """One comparison of a against c: a verdict with its test, or the reason none could be made."""
-    out = {"cells": [a["name"], c["name"]]}
-    if settled := failed_whole(claim, a, c):
-        return {**out, "verdict": settled[0], "why": settled[1]}
-    short = [x["name"] for x in (a, c) if len(x["values"]) < judging.MIN_SEEDS_TEST]
-    if short:
-        return {**out, "verdict": "inconclusive",
-                "why": f"fewer than {judging.MIN_SEEDS_TEST} trained seeds: {', '.join(short)}"}
-    sign = 1 if claim.higher_is_better else -1
-    if claim.kind == "close":
-        t = judging.tost(a["values"], c["values"], claim.tolerance)
-        verdict = ("reproduced" if t["p"] < judging.ALPHA else
-                   "not reproduced" if t["p_outside"] < judging.ALPHA else "inconclusive")
-        why = (f"TOST at +-{claim.tolerance:g}: diff {t['diff']:+.2f}, 90% CI [{t['ci90'][0]:+.2f}, "
-               f"{t['ci90'][1]:+.2f}], p {t['p']:.3f}")
-        if verdict == "inconclusive":
-            effect = paper_effect(claim, a["name"], c["name"], c["mean"])
-            t["paper_effect"] = effect
-            t["seeds_needed"] = (judging.seeds_needed_equivalence(t["sd"], effect, claim.tolerance)
-                                 if effect is not None else None)
-            if t["seeds_needed"]:
-                why += (f"; at the paper's own difference ({effect:+.2f}) equivalence needs {t['seeds_needed']} "
-                        "seeds per cell")
-        return {**out, "verdict": verdict, "test": t, "why": why}
-    w = judging.welch(a["values"], c["values"], sign)
-    verdict = ("reproduced" if w.p < judging.ALPHA else "not reproduced" if w.p_against < judging.ALPHA
-               else "inconclusive")
-    test = w.as_dict()
-    why = (f"Welch diff {w.diff:+.2f} in the claim's direction, 95% CI [{w.ci95[0]:+.2f}, {w.ci95[1]:+.2f}], "
-           f"p {w.p:.3f}")
-    if verdict == "inconclusive":
-        effect = paper_effect(claim, a["name"], c["name"], c["mean"])
-        test["detectable"] = judging.detectable(w.sd, *w.n)
-        test["paper_effect"] = effect
-        test["seeds_needed"] = judging.seeds_needed(w.sd, effect) if effect and effect > 0 else None
-        why += f"; detectable with these seeds: {test['detectable']:.2f}"
-        if test["seeds_needed"]:
-            why += f"; the paper's {effect:+.2f} needs {test['seeds_needed']} seeds per cell"
-        elif effect is not None and effect <= 0:
-            why += f"; the paper's own difference is {effect:+.2f}"
-    return {**out, "verdict": verdict, "test": test, "why": why}
-
-
-def _run_v2(claim: Claim, a: dict) -> dict:
+def run_verdict(claim: Claim, a: dict) -> dict:
     n, failed = a["n"], a["failed"]
     evidence = f"{a['name']}: {failed}/{n} seeds failed" + (f" ({'; '.join(a['reasons'])})" if a["reasons"] else "")
     test = {"test": f"majority of at least {judging.MIN_SEEDS_FAILURE} seeds", "seeds": n, "failed": failed,
@@ -435,44 +282,6 @@ def _run_v2(claim: Claim, a: dict) -> dict:
                 "majority", "test": test}
     ok = (failed * 2 > n) == (claim.kind == "fails")
     return {"verdict": "reproduced" if ok else "not reproduced", "evidence": evidence, "test": test}
-
-
-def judge_v2(claim: Claim, records: dict[str, list[dict]], stale: dict | None = None,
-             figures_dir: Path = Path("results/figures"), scale: str = "mini") -> dict:
-    """A claim under rules v2: {"verdict", "evidence", and where a test decided, "test" or "comparisons"}."""
-    stale = stale or {}
-    if claim.kind == "figure3":
-        verdict, evidence = _judge_figure(claim, figures_dir, scale)
-        return {"verdict": verdict, "evidence": evidence, "test": {"test": "fixed thresholds on one deterministic "
-                f"measurement: Post-LN ratio > {FIG3_VANISH:g}, B2T's < {FIG3_B2T_SHARE:g} of it"}}
-    if claim.kind == "figure5":
-        cells = [similarity_cell(records, name) for name in (claim.a, claim.b)]
-        if None in cells:
-            return _missing([n for n, c in zip((claim.a, claim.b), cells) if c is None], records, stale)
-        one = _compare_v2(claim, *cells)
-        return {"verdict": one["verdict"], "evidence": f"mean cosine {_brief(cells[0])} vs {_brief(cells[1])}; "
-                + one["why"], **({"test": one["test"]} if "test" in one else {})}
-    names = claim_cells(claim)
-    missing = [n for n in names if not records.get(n)]
-    if missing:
-        return _missing(missing, records, stale)
-    cells = [_cell_v2(records, n, claim) for n in names]
-    if claim.kind in ("fails", "trains"):
-        return _run_v2(claim, cells[0])
-    a, others = cells[0], cells[1:]
-    judged = [_compare_v2(claim, a, c) for c in others]
-    evidence = _brief(a) + " vs " + ", ".join(_brief(c) for c in others)
-    failed_notes = [r for c in cells for r in c["reasons"]]
-    if len(judged) == 1:
-        verdict = judged[0]["verdict"]
-        evidence += "; " + judged[0]["why"]
-    else:
-        verdicts = [j["verdict"] for j in judged]
-        verdict = next((v for v in ("not reproduced", "inconclusive") if v in verdicts), "reproduced")
-        evidence += "; " + "; ".join(f"against {j['cells'][1]}: {j['verdict']} ({j['why']})" for j in judged)
-    if failed_notes:
-        evidence += "; failed: " + "; ".join(failed_notes)
-    return {"verdict": verdict, "evidence": evidence, "comparisons": judged}
 
 
 def rules_line(rules: str) -> str:

@@ -91,8 +91,8 @@ def lean(claim, left: dict[str, list[dict]], names: list[str]) -> str:
 
 def cell(records, name: str, claim, refs_of) -> dict | None:
     """A cell's scores: completed seeds by the claim's metric, failed seeds by their corpus's trivial reference."""
-    from repro.claims import _cell_v2
-    return _cell_v2(records, name, claim, lambda r: failed_score(claim.metric, claim.or_metric, refs_of(r)))
+    from repro.claims import scored_cell
+    return scored_cell(records, name, claim, lambda r: failed_score(claim.metric, claim.or_metric, refs_of(r)))
 
 
 def _brief(c: dict) -> str:
@@ -182,8 +182,8 @@ def combine(verdicts: list[str]) -> str:
 
 
 def _run(claim, a: dict) -> dict:
-    from repro.claims import _run_v2
-    return _run_v2(claim, a)
+    from repro.claims import run_verdict
+    return run_verdict(claim, a)
 
 
 def judge_v3(claim, records: dict[str, list[dict]], stale: dict, figures_dir: Path, scale: str, refs_of) -> dict:

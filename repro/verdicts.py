@@ -9,8 +9,9 @@ import textwrap
 from pathlib import Path
 
 from repro import claims_v3, judging
-from repro.claims import (CLAIMS, judge_v1, judge_v2, not_informative, rules_line, task_folder,
-                          verdict_counts)
+from repro.claims import CLAIMS, not_informative, rules_line, task_folder, verdict_counts
+from repro.claims_v1 import judge_v1
+from repro.claims_v2 import judge_v2
 from repro.markdown import escape
 
 
