@@ -81,6 +81,11 @@ def run(task: str, jobs: int, threads: int | None, decide_only: bool, runs: Path
             raise ValueError(f"calibration runs did not finish: {', '.join(bad)} (logs under {runs})")
     collect()
     decision = calibration_v2_1.decide(spec, out_dir, results)
+    show(spec, task, decision, out_dir)
+
+
+def show(spec: calibration.CalibrationSpec, task: str, decision: dict, out_dir: Path) -> None:
+    """The decision setting by setting, in 80 columns, and its outcome in one line."""
     from rich.table import Table
     t = Table(title=f"Calibration of the {spec.scale} regime for {task} ({decision['rules']})",
               box=None, padding=(0, 1, 0, 0), header_style="bold underline")  # nine columns in 80 characters

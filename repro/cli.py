@@ -197,7 +197,7 @@ SEEDS_HELP = ("Train these seeds together as one batched model (repro/train/grou
 @app.command()
 def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. recipes/18L-18L-b2t.yaml."),
           scale: str = typer.Option("paper", "--scale", help="paper, mini or tiny (the README's scale ladder)."),
-          run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="Default: runs/<recipe>-<scale>-s<seed>."),
+          run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="Default: runs/<recipe>-<scale>-s<seed> (with --set: runs/<recipe>-<scale>-<hash>-s<seed>)."),
           set_: List[str] = typer.Option([], "--set", help="Override a recipe key, e.g. --set optim.lr=5e-4 (repeatable)."),
           seed: Optional[int] = typer.Option(None, "--seed", help="Seed (train.seed); another seed is the same recipe, not an override."),
           seeds: Optional[str] = typer.Option(None, "--seeds", help=SEEDS_HELP),
@@ -219,21 +219,13 @@ def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. reci
 
     Example: lnrepro train recipes/18L-18L-b2t.yaml --scale mini
     """
-    from repro.config import PRECISIONS, dump_yaml, resolve
+    from repro.config import PRECISIONS, resolve
     if precision is not None and precision not in PRECISIONS:
         fail(f"--precision {precision!r}: expected one of {', '.join(PRECISIONS)}")
     if seeds is not None:
-        if seed is not None:
-            fail("--seed and --seeds: give one of them")
-        try:
-            seed_list = parse_seeds(seeds)
-        except ValueError as e:
-            fail(str(e))
-        if print_config:
-            fail("--print-config prints one run's recipe: give --seed N instead of --seeds")
-        return train_seeds(recipe, scale, seed_list, run_dir, set_, resume, overwrite, allow_recipe_change, root,
-                           results, threads, precision, tensorboard, replace_record, trust_checkpoints, cuda_graphs,
-                           tokens_per_gpu)
+        return train_seeds(recipe, scale, seed_list_of(seeds, seed, print_config), run_dir, set_, resume, overwrite,
+                           allow_recipe_change, root, results, threads, precision, tensorboard, replace_record,
+                           trust_checkpoints, cuda_graphs, tokens_per_gpu)
     try:
         resolved = resolve(recipe, scale, [*set_, *([f"train.seed={seed}"] if seed is not None else []),
                                            *precision_override(recipe, scale, precision)])
@@ -246,25 +238,15 @@ def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. reci
     except ValueError as e:
         fail(str(e))
     if print_config:
-        from repro.config import SCALE_NOTES
-        note = f"# scale {scale}: {SCALE_NOTES[scale]}\n" if scale in SCALE_NOTES else ""
-        print(f"# {recipe} at scale {scale}\n{note}# batching: {batching}\n" + dump_yaml(resolved.recipe), end="")
-        return
+        return show_config(recipe, scale, resolved, batching)
     if run_dir is not None and str(run_dir).strip() in ("", "."):
         fail(f"--run-dir {str(run_dir)!r}: names no run folder (a run needs a folder of its own)")
     before_training(threads, trust_checkpoints, results, root, scale)
-    from repro.results import check_record_slot, record_path
+    from repro.results import check_record_slot
     from repro.train.loop import train_run
     run_dir = run_dir or default_run_dir(Path("runs"), resolved)
     check_folder(run_dir, "--run-dir")
-    if resolved.recipe.optim.warmup_updates >= resolved.recipe.optim.max_updates and variant_warms(resolved):
-        console.print(f"warning: optim.warmup_updates {resolved.recipe.optim.warmup_updates} >= "
-                      f"optim.max_updates {resolved.recipe.optim.max_updates}: this run never leaves warmup",
-                      soft_wrap=True)
-    slot = record_path(results, scale, resolved.name, resolved.recipe.train.seed, resolved.overrides, resolved.hash())
-    if int(os.environ.get("RANK", "0")) == 0 and not print_config:
-        console.print(f"this run's record: {slot}" + (f" (one exists: {describe_record(slot)})" if slot.is_file()
-                                                      else ""), soft_wrap=True)
+    slot = say_before_training(resolved, results)
     try:  # refuse before training, not after, when the record could not be written
         check_record_slot(slot, resolved.hash(), run_dir, replace_record)
         status = train_run(resolved, run_dir, root or default_root(), resume=resume, overwrite=overwrite,
@@ -274,11 +256,11 @@ def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. reci
         fail(str(e))
     if status["status"] == "interrupted":  # checkpointed, no record: the run has not ended
         if int(os.environ.get("RANK", "0")) == 0:
-            again = " ".join(["lnrepro train", str(recipe), "--scale", scale, *(f"--set {x}" for x in set_),
-                              *([f"--seed {seed}"] if seed is not None else []), "--run-dir", str(run_dir),
-                              *options_again(root, results, threads, precision, tokens_per_gpu, cuda_graphs,
-                                             tensorboard), "--resume"])
-            console.print(f"stopped by {status['reason']}, checkpoint written; continue with: {again}",
+            again = ["lnrepro train", str(recipe), "--scale", scale, *(f"--set {x}" for x in set_),
+                     *([f"--seed {seed}"] if seed is not None else []), "--run-dir", str(run_dir),
+                     *options_again(root, results, threads, precision, tokens_per_gpu, cuda_graphs, tensorboard),
+                     "--resume"]
+            console.print(f"stopped by {status['reason']}, checkpoint written; continue with: {' '.join(again)}",
                           markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(130)
     if int(os.environ.get("RANK", "0")) == 0:
@@ -288,6 +270,42 @@ def train(recipe: Path = typer.Argument(..., help="A recipe YAML file, e.g. reci
                           + (f" --results {results}" if results != Path("results") else "")
                           + "  (decodes and scores the test sets into the record)", markup=False, highlight=False,
                           soft_wrap=True)
+
+
+def seed_list_of(seeds: str, seed: int | None, print_config: bool) -> list[int]:
+    """--seeds, checked against the options a group cannot take."""
+    if seed is not None:
+        fail("--seed and --seeds: give one of them")
+    try:
+        seed_list = parse_seeds(seeds)
+    except ValueError as e:
+        fail(str(e))
+    if print_config:
+        fail("--print-config prints one run's recipe: give --seed N instead of --seeds")
+    return seed_list
+
+
+def show_config(recipe: Path, scale: str, resolved, batching: str) -> None:
+    """--print-config: the resolved recipe, what the scale's runs are where its description does not say, and the
+    batching."""
+    from repro.config import SCALE_NOTES, dump_yaml
+    note = f"# scale {scale}: {SCALE_NOTES[scale]}\n" if scale in SCALE_NOTES else ""
+    print(f"# {recipe} at scale {scale}\n{note}# batching: {batching}\n" + dump_yaml(resolved.recipe), end="")
+
+
+def say_before_training(resolved, results: Path) -> Path:
+    """A warmup the run never leaves, and where its record goes (and what is there); returns that path."""
+    from repro.results import record_path
+    optim = resolved.recipe.optim
+    if optim.warmup_updates >= optim.max_updates and variant_warms(resolved):
+        console.print(f"warning: optim.warmup_updates {optim.warmup_updates} >= optim.max_updates "
+                      f"{optim.max_updates}: this run never leaves warmup", soft_wrap=True)
+    slot = record_path(results, resolved.scale, resolved.name, resolved.recipe.train.seed, resolved.overrides,
+                       resolved.hash())
+    if int(os.environ.get("RANK", "0")) == 0:
+        console.print(f"this run's record: {slot}" + (f" (one exists: {describe_record(slot)})" if slot.is_file()
+                                                      else ""), soft_wrap=True)
+    return slot
 
 
 def options_again(root: Path | None, results: Path, threads: int | None, precision: str | None,
