@@ -96,7 +96,7 @@ def evaluate_run(run_dir: Path, data_root: Path, write: bool = True, loaded: tup
     if r.task != "lm":  # judging rules v2: a sequence-to-sequence model must use its input
         result["source_blind_nll"] = source_blind_nll(model, valid, r, device, batch_tokens(r))
     if r.task in ("mt", "summarization"):  # Figure 5's data, kept in the record so the figure needs no checkpoint
-        from repro.figures.runs import layer_similarities
+        from repro.eval.similarity import layer_similarities
         result["layer_cosine"] = layer_similarities(model, valid)
     if r.task in ("mt", "summarization", "asr"):
         sp = spm.SentencePieceProcessor(model_file=str(corpus_dir / meta["spm_model"]))

@@ -4,7 +4,6 @@ against total layers), 9 (validation NLL, 36L-36L). Each reads the run directori
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -119,13 +118,6 @@ def wrap_note(text: str, width: int = 110) -> list[str]:
     return textwrap.wrap(text, width)
 
 
-def layer_cosine_similarity(outputs: list, keep) -> list[list[float]]:
-    """Mean over real positions of cos(h_i, h_j) between the outputs of layers i and j (Fig. 5)."""
-    import torch.nn.functional as F
-    hs = [F.normalize(h[keep], dim=-1) for h in outputs]
-    return [[float((a * b).sum(-1).mean()) for b in hs] for a in hs]
-
-
 def figure5(out: Path, json_path: Path | None, results_dir: Path, scale: str, root: Path, depth: str = "6L-6L",
             sentences: int = 64) -> dict:
     """Cosine similarities among the outputs of each layer of trained 6L-6L models, on validation sentences."""
@@ -135,6 +127,7 @@ def figure5(out: Path, json_path: Path | None, results_dir: Path, scale: str, ro
 
     from repro.config import resolve
     from repro.data.text import PAD, read_meta
+    from repro.eval.similarity import layer_similarities
     from repro.model.build import build_model
     from repro.train import checkpoint
     from repro.train.tasks import open_split
@@ -184,23 +177,6 @@ def figure5(out: Path, json_path: Path | None, results_dir: Path, scale: str, ro
     fig.suptitle(f"Figure 5: cosine similarity among layer outputs ({depth}, scale '{scale}')", fontsize=10)
     save_figure(fig, out, json_path, data)
     return data
-
-
-def layer_similarities(model, valid, sentences: int = 64) -> dict:
-    """Figure 5's data for one trained encoder-decoder: cosine similarity among the outputs of every pair of layers
-    of each stack, on the first validation sentences."""
-    import torch
-
-    from repro.data.text import PAD
-    from repro.train.tasks import to_device
-    model.eval()
-    batch = to_device(valid.collate(list(range(min(sentences, len(valid))))), next(model.parameters()).device)
-    enc, dec = [], []
-    with torch.no_grad():
-        memory, mask = model.encode(batch["src"], layer_outputs=enc)
-        model.decode(batch["prev"], memory, mask, layer_outputs=dec)
-    return {"encoder": layer_cosine_similarity(enc, batch["src"].ne(PAD)),
-            "decoder": layer_cosine_similarity(dec, batch["prev"].ne(PAD))}
 
 
 def make_runs(depth: str, scale: str) -> str:
