@@ -59,13 +59,12 @@ def fastest(rows: list[dict], results_dir: Path, scale: str, known) -> str:
 def whole_runs(rows: list[dict], results_dir: Path, scale: str, what: str) -> str:
     """Where no record keeps a pace (no CPU threads recorded), the cost as `reproduce --plan` reads it then: the
     whole runs of each recipe, else of its depth, wherever they trained."""
-    from repro.reproduce import depth, full_length_s
+    from repro.reproduce import whole_runs as durations_of
     from repro.results import load_records
     records = [r for r in load_records(results_dir, scale) if not r.get("overrides") and r.get("duration_s")]
     total = 0.0
     for row in rows:
-        durations = ([full_length_s(r) for r in records if r["recipe_name"] == row["recipe"]]
-                     or [full_length_s(r) for r in records if depth(r["recipe_name"]) == depth(row["recipe"])])
+        durations, _ = durations_of(records, row["recipe"])
         if not durations:
             return f"not priced: no record keeps a pace of {what}"
         total += sum(durations) / len(durations) * len(row["seeds"])

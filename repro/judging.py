@@ -372,9 +372,14 @@ def judged_overrides(results_dir, scale: str, sets: list[str] | None = None) -> 
                     hashes[name] = None
             if r.get("recipe_hash") != hashes[name]:
                 continue
-        status, reason = judge_record(r, references_for(r, references))
-        out.setdefault(name, []).append({**r, "health_status": r.get("status"), "status": status, "reason": reason})
+        out.setdefault(name, []).append(judged(r, references))
     return out
+
+
+def judged(record: dict, references: dict, rules: str = CURRENT) -> dict:
+    """A copy of `record` whose status and reason are the rules' (the health rule's own kept as `health_status`)."""
+    status, reason = judge_record(record, references_for(record, references), rules)
+    return {**record, "health_status": record.get("status"), "status": status, "reason": reason}
 
 
 def judged_records(results_dir, scale: str,
@@ -387,8 +392,5 @@ def judged_records(results_dir, scale: str,
     references = load_references(results_dir) if rules != "v1" else {}
     out = {}
     for name, recs in current.items():
-        out[name] = []
-        for r in recs:
-            status, reason = judge_record(r, references_for(r, references), rules)
-            out[name].append({**r, "health_status": r.get("status"), "status": status, "reason": reason})
+        out[name] = [judged(r, references, rules) for r in recs]
     return out, stale

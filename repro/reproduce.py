@@ -228,14 +228,21 @@ def estimate(name: str, scale: str, threads: int, paces: list[tuple[str, float, 
             return [per_batch * recipe_batches(name, scale) * recipe_updates(name, scale)], \
                 ", ".join(x for x in (what, at) if x)
     for records, source in pools:
-        for durations, what in (([full_length_s(r) for r in records if r["recipe_name"] == name], ""),
-                                ([full_length_s(r) for r in records if depth(r["recipe_name"]) == depth(name)],
-                                 "its depth")):
-            if durations:
-                return durations, ", ".join(x for x in (what, source) if x)
+        durations, what = whole_runs(records, name)
+        if durations:
+            return durations, ", ".join(x for x in (what, source) if x)
     if depth(name) in depths_now:
         return [depths_now[depth(name)] * recipe_updates(name, scale)], "its depth, training now"
     return [], ""
+
+
+def whole_runs(records: list[dict], name: str) -> tuple[list[float], str]:
+    """The durations that stand for a run of recipe `name` among `records`' whole runs (full_length_s): its own,
+    else its depth's ("its depth")."""
+    own = [full_length_s(r) for r in records if r["recipe_name"] == name]
+    if own:
+        return own, ""
+    return [full_length_s(r) for r in records if depth(r["recipe_name"]) == depth(name)], "its depth"
 
 
 def calibration_timings(results_dir: Path, scale: str) -> list[dict]:

@@ -19,8 +19,8 @@ def imported(path: Path) -> set[str]:
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             names.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            names.add(node.module)
+        elif isinstance(node, ast.ImportFrom) and node.module:  # `from repro import x` imports repro.x
+            names.update([node.module, *(f"{node.module}.{a.name}" for a in node.names)])
     return names
 
 
@@ -48,16 +48,7 @@ def module_imports() -> dict[str, set[str]]:
     """Each module of repro/ and the modules of repro/ it imports, anywhere in it (inside functions too)."""
     files = {".".join(p.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__"): p
              for p in (REPO / "repro").rglob("*.py")}
-    out = {}
-    for name, path in files.items():
-        targets = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Import):
-                targets.update(a.name for a in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                targets.update([node.module, *(f"{node.module}.{a.name}" for a in node.names)])
-        out[name] = {t for t in targets if t in files and t != name}
-    return out
+    return {name: {t for t in imported(path) if t in files and t != name} for name, path in files.items()}
 
 
 def test_no_module_imports_one_that_imports_it_back():

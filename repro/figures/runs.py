@@ -108,14 +108,11 @@ def figure8_points(records: list[dict], log, results_dir: Path, scale: str) -> t
     if not data:
         raise ValueError(f"figure 8: no MT runs at scale {scale} of " + ", ".join(FIGURE8_DEPTHS) + "; "
                          + make_runs("6L-6L", scale))
-    notes = [f"not run at scale '{scale}': " + "; ".join(f"{d} ({', '.join(vs)})" for d, vs in not_run.items())]
-    notes = wrap_note(notes[0]) if not_run else []
-    return data, notes + ["a line joins the mean of the seeds that trained; x: a failed seed's best NLL"]
-
-
-def wrap_note(text: str, width: int = 110) -> list[str]:
     import textwrap
-    return textwrap.wrap(text, width)
+    notes = textwrap.wrap(f"not run at scale '{scale}': " + "; ".join(f"{d} ({', '.join(vs)})"
+                                                                     for d, vs in not_run.items()), 110)
+    return data, (notes if not_run else []) + ["a line joins the mean of the seeds that trained; x: a failed "
+                                               "seed's best NLL"]
 
 
 def figure5(out: Path, json_path: Path | None, results_dir: Path, scale: str, root: Path, depth: str = "6L-6L",
