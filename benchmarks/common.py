@@ -59,7 +59,7 @@ def peak_rss_mb() -> float:
 
 def processor() -> dict:
     """The CPU as /proc/cpuinfo names it: model, vendor, family, and the vector units that decide its kernels."""
-    from repro.results import cpuinfo
+    from repro.provenance import cpuinfo
     fields = cpuinfo()
     if not fields:
         return {"name": platform.processor()}

@@ -37,7 +37,9 @@ import yaml
 
 from repro.config import RecipeError
 from repro.files import atomic_write_text
-from repro.results import RecordError, check_record_slot, git_commit, now, read_json, read_jsonl, status_provenance
+from repro.results import RecordError, check_record_slot, status_provenance
+from repro.files import read_json, read_jsonl
+from repro.provenance import git_commit, now
 
 
 TASKS = ("mt", "gigaword", "wikitext103", "librispeech")
@@ -283,7 +285,7 @@ def grid_cost(scale: str, runs: list[tuple[str, int]], results_dir: Path, thread
     `threads` threads, with its wall time `jobs` at once; else, where no record prices them all here, on the
     fastest machine that does."""
     from repro.reproduce import depth, wall_time
-    from repro.results import hardware, where
+    from repro.provenance import hardware, where
     from repro.tables.runs import machine_label, machine_paces
     if not runs:
         return "nothing to train"

@@ -168,7 +168,7 @@ def _judge_figure(claim: Claim, figures_dir: Path, scale: str) -> tuple[str, str
     path = figures_dir / claim.a.format(scale=scale)
     if not path.is_file():
         return "not run", f"{path} missing (lnrepro figure 3 --out {path.with_suffix('.png')} --json {path})"
-    from repro.results import read_json
+    from repro.files import read_json
     data = read_json(path)
     if claim.kind == "figure3":
         ratio = {v: data[v]["decoder"][-1] / data[v]["decoder"][0] for v in ("post_ln", "b2t")}

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from repro.progress import console
-from repro.results import jsonl_rows
+from repro.files import jsonl_rows
 
 
 @dataclass

@@ -125,7 +125,7 @@ def run_seconds(recipe: str, scale: str, label: str, paces: dict, calibration_ru
 def pricing_label(paces: dict, machines: dict, on_gpu: bool) -> tuple[str | None, list[str]]:
     """The machine whose pace prices the queue: this one where the records keep its pace, else the labels of the
     kind here (GPU or CPU), fastest first as each set finds them."""
-    from repro.results import hardware, where
+    from repro.provenance import hardware, where
     from repro.tables.runs import machine_label
     hw = hardware()
     here = machine_label({"where": where(hw), "gpus": hw.get("gpus") or 0, "threads": 1, "cuda_graphs": False})

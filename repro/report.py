@@ -72,7 +72,9 @@ def render_regime(results_dir: Path, scale: str = "mini") -> str:
     informative, or what the decision waits for), from the v2 specs and the collected records."""
     from repro import calibration, calibration_v2_1
     from repro.config import resolve
-    from repro.results import read_json, recipes_dir, where
+    from repro.results import recipes_dir
+    from repro.files import read_json
+    from repro.provenance import where
     lines = []
     for task in CALIBRATION_TASKS:
         spec = calibration.load_spec(recipes_dir() / "calibration" / "v2" / f"{task}.yaml")

@@ -16,8 +16,9 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from repro.results import (current_hash, hardware, load_records, machine, read_json, record_path, recipes_dir,
-                           stretch_hardware, stretches, where)
+from repro.files import read_json
+from repro.provenance import hardware, machine, where
+from repro.results import current_hash, load_records, record_path, recipes_dir, stretch_hardware, stretches
 from repro.tables.spec import SPECS
 from repro.train.lock import lock_holder
 

@@ -182,7 +182,7 @@ def test_calibrate_decides_from_committed_records_and_states_a_grids_cost(tmp_pa
     import shutil
     from pathlib import Path
     from typer.testing import CliRunner
-    import repro.results
+    import repro.provenance
     from repro import calibration
     from repro.cli import app
     repo = Path(__file__).resolve().parents[1]
@@ -200,12 +200,12 @@ def test_calibrate_decides_from_committed_records_and_states_a_grids_cost(tmp_pa
     records = [json.loads(p.read_text()) for p in (results / "mini/calibration/mt").glob("*-lr*.json")]
     hours = sum(r["duration_s"] for r in records) / 3600
     h100 = records[0]["hardware"]
-    monkeypatch.setattr(repro.results, "hardware", lambda: {**h100, "threads": 4})
+    monkeypatch.setattr(repro.provenance, "hardware", lambda: {**h100, "threads": 4})
     here = calibration.grid_cost("mini", runs, results, 4, 3)
     assert here.startswith(f"about {hours:.1f} h of training on this machine (1 x H100), ")
     assert f"{hours / 3:.1f} h of wall time 3 at once" in here  # six equal runs, two rounds of three
     cpu = {"device": "cpu", "cpu": "Acme Chip", "cpu_id": "family 1 model 2", "cpu_count": 2, "gpus": 0}
-    monkeypatch.setattr(repro.results, "hardware", lambda: cpu)
+    monkeypatch.setattr(repro.provenance, "hardware", lambda: cpu)
     assert calibration.grid_cost("mini", runs, results, 1, 2) == (
         f"no record prices them on this machine (Acme Chip 1/2, 1 thread); on 1 x H100, about {hours:.1f} h of "
         "training")
@@ -444,7 +444,7 @@ def test_regime_table_counts_the_recorded_runs_and_says_what_the_decision_waits_
     baseline = sum(r["recipe_name"].endswith(("6L-6L-post_ln", "6L-6L-pre_ln")) for r in recorded)
     deep = f", {len(recorded) - baseline} of gigaword/18L-18L-pre_ln" if len(recorded) > baseline else ""
     assert f"| {baseline} of 16 baseline runs{deep}; " in rows["gigaword"]
-    from repro.results import where
+    from repro.provenance import where
     for machine in {where(r["hardware"]) for r in recorded}:  # each machine once, with its own training time
         assert rows["gigaword"].count(f" on {machine}") == 1
     o = resolve(REPO / "recipes/gigaword/6L-6L-post_ln.yaml", "mini").recipe.optim  # the recipes' regime, the cap

@@ -465,7 +465,7 @@ def test_a_garbled_status_or_log_names_its_file(tiny_root, tmp_path):
     r = runner.invoke(app, ["evaluate", str(tmp_path / "run"), "--root", str(tiny_root), "--results",
                             str(tmp_path / "results"), "--replace-record"])
     one_line_exit_2(r, str(status), "not valid JSON")
-    from repro.results import read_jsonl
+    from repro.files import read_jsonl
     log = tmp_path / "run" / "log.jsonl"
     log.write_text(log.read_text() + "{cut\n")
     with pytest.raises(ValueError, match=r"log.jsonl: line \d+ is not JSON"):

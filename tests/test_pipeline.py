@@ -15,7 +15,8 @@ from repro.cli import app
 from repro.config import resolve
 from repro.data.text import read_meta
 from repro.data.text import corpus_fingerprint
-from repro.results import cpu_id, cpu_model, load_records
+from repro.results import load_records
+from repro.provenance import cpu_id, cpu_model
 from repro.train import checkpoint
 from repro.train.loop import train_run
 

@@ -179,7 +179,8 @@ def test_bad_arguments_one_line(tmp_path):
 def test_plan_for_slurm_reads_runs_on_that_many_gpus_never_this_machine(tmp_path):
     """SLURM jobs train on the cluster's machines: this machine's pace says nothing of their cost."""
     from repro.reproduce import plan
-    from repro.results import hardware, write_record
+    from repro.results import write_record
+    from repro.provenance import hardware
     from test_tables import record
     here = hardware()
     gpu = {"device": "NVIDIA H100 80GB HBM3", "cpu": "Intel(R) Xeon(R) Processor (AVX512)", "cpu_count": 16,
@@ -199,7 +200,8 @@ def test_plan_for_slurm_reads_runs_on_that_many_gpus_never_this_machine(tmp_path
 
 def test_plan_estimates_from_the_recipe_then_its_depth_on_this_machine_first(tmp_path):
     from repro.reproduce import describe_plan, plan
-    from repro.results import hardware, write_record
+    from repro.results import write_record
+    from repro.provenance import hardware
     from test_tables import record
     # records of before threads were kept: whole runs tell (the next test reads stretches at the planned threads)
     here = {k: v for k, v in hardware().items() if k != "threads"}
@@ -261,7 +263,8 @@ def test_plan_prices_an_earlier_regimes_run_and_a_tokens_x4_calibration_run_per_
     another number) stands for a run of today's length at its own pace, and a calibration run of four batches an
     update costs four batches' time an update: both are priced per batch of the recipe."""
     from repro.reproduce import plan, recipe_updates
-    from repro.results import hardware, write_record
+    from repro.results import write_record
+    from repro.provenance import hardware
     from test_tables import record
     here = {**hardware(), "threads": 1}
     write_record(tmp_path, {**record("gigaword/18L-18L-pre_ln", 1, metrics={"bleu_average": 1.0}),
@@ -331,7 +334,8 @@ def test_plan_reads_a_cost_from_stretches_at_the_threads_each_run_gets(tmp_path,
     """A run's pace differs with its CPU threads: a stretch of training at the planned threads on this machine tells
     its cost (seconds per update times the recipe's updates) before whole runs of unknown or other threads."""
     from repro.reproduce import describe_plan, plan
-    from repro.results import hardware, write_record
+    from repro.results import write_record
+    from repro.provenance import hardware
     from test_tables import record
     here = hardware()
     one, two = {**here, "threads": 1}, {**here, "threads": 2}

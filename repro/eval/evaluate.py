@@ -20,7 +20,8 @@ from repro.model.build import build_model
 from repro.model.cpu_paths import keep_freed_memory
 from repro.progress import console, progress_bar
 from repro.data.text import corpus_fingerprint
-from repro.results import hardware, read_json
+from repro.files import read_json
+from repro.provenance import hardware
 from repro.train import checkpoint
 from repro.train.loop import source_blind_nll, validate
 from repro.train.tasks import batch_tokens, open_split, to_device

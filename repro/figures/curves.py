@@ -18,7 +18,7 @@ def log_file(path: Path) -> Path:
 
 def read_log(path: Path) -> list[dict]:
     """A run's log rows: `path` is a run directory or a log file; a garbled line names the file."""
-    from repro.results import read_jsonl
+    from repro.files import read_jsonl
     return read_jsonl(log_file(path))
 
 
@@ -28,7 +28,8 @@ def ended_failed(path: Path) -> bool:
     folder it sits in. A file that cannot be read says nothing."""
     from repro.judging import judge_record, references_for
     from repro.references import REFERENCES, load_references
-    from repro.results import RESULTS_DIR, read_json
+    from repro.results import RESULTS_DIR
+    from repro.files import read_json
     path = Path(path)
     status = path / "status.json" if path.is_dir() else path.with_name(path.name.replace(".log.jsonl", ".json"))
     try:

@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from repro.results import cpuinfo
+from repro.provenance import cpuinfo
 
 
 def _onednn_available() -> bool:

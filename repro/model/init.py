@@ -152,7 +152,7 @@ def save_admin_profile(profile: dict, path: Path) -> None:
 
 @torch.no_grad()
 def load_admin_profile(model: nn.Module, path: Path) -> None:
-    from repro.results import read_json
+    from repro.files import read_json
     profile = read_json(path)
     for name, rs in admin_residuals(model).items():
         if len(profile.get(name, [])) != len(rs):

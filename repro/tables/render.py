@@ -18,7 +18,8 @@ from repro.judging import judged_overrides, judged_records
 from repro.markdown import escape
 from repro.model import version as model_code
 from repro.model.variants import VARIANTS
-from repro.results import current_records, machine, metric_at, recipes_dir, stale_note, stretch_hardware
+from repro.results import current_records, metric_at, recipes_dir, stale_note, stretch_hardware
+from repro.provenance import machine
 from repro.tables import paper_values as pv
 from repro.tables.spec import SPECS, TITLES, TableSpec
 

@@ -13,7 +13,8 @@ import json
 from pathlib import Path
 
 from repro.claims import CLAIMS
-from repro.results import current_records, load_records, stretch_hardware, stretches, where
+from repro.results import current_records, load_records, stretch_hardware, stretches
+from repro.provenance import where
 from repro.markdown import escape
 from repro.tables.spec import SPECS, TITLES
 

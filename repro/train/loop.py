@@ -37,7 +37,8 @@ from repro.model.variants import get_variant
 from repro.progress import console, progress_bar
 from repro.data.text import corpus_fingerprint
 from repro.files import atomic_write_text
-from repro.results import git_commit, hardware, now, read_jsonl
+from repro.files import read_jsonl
+from repro.provenance import git_commit, hardware, now
 from repro.train import checkpoint
 from repro.train.graphs import GraphedUpdate, check_graphable
 from repro.train.group import GroupEngine, check_group
