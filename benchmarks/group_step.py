@@ -11,7 +11,7 @@ times the standalone update alone. Reports member-updates per second (updates x 
 updates), peak memory (CUDA's allocator on a GPU, the process's resident set on a CPU: the largest so far), and
 what the recipe's depth takes of a 5-seed Table 1 (its 3 cells x 5 seeds x the recipe's updates) at the best
 rate measured, one JSON row per size. `lnrepro reproduce --plan` reads the gain of a group over the standalone
-update from these files (repro.reproduce.group_gain).
+update from these files (repro.pace.group_gain).
 """
 
 from __future__ import annotations

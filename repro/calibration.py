@@ -278,47 +278,10 @@ def read_run(run_dir: Path) -> tuple[dict | None, list[dict]]:
     return status, log
 
 
-def grid_cost(scale: str, runs: list[tuple[str, int]], results_dir: Path, threads: int, jobs: int,
-              cuda_graphs: bool = False) -> str:
-    """What training `runs` (recipe name, batches of its recipe's size) costs, at the paces the records kept
-    (repro/tables/runs.py: machine_paces, seconds per batch of the recipe, else of its depth): on this machine at
-    `threads` threads, with its wall time `jobs` at once; else, where no record prices them all here, on the
-    fastest machine that does."""
-    from repro.reproduce import depth, wall_time
-    from repro.provenance import hardware, where
-    from repro.tables.runs import machine_label, machine_paces
-    if not runs:
-        return "nothing to train"
-    paces, _ = machine_paces(results_dir, scale)
-    hw = hardware()
-    here = machine_label({"where": where(hw), "gpus": hw.get("gpus") or 0, "threads": threads,
-                          "cuda_graphs": cuda_graphs})
-
-    def priced(label: str) -> list[float] | None:
-        known = paces.get(label, {})
-        out = []
-        for name, batches in runs:
-            pace = known.get(name) or known.get(depth(name))
-            if pace is None:
-                return None
-            out.append(batches * pace[0] / pace[1])
-        return out
-
-    if (mine := priced(here)) is not None:
-        return (f"about {sum(mine) / 3600:.1f} h of training on this machine ({here}), "
-                f"{wall_time(mine, jobs) / 3600:.1f} h of wall time {jobs} at once, from the paces the records kept")
-    elsewhere = {label: sum(x) for label in paces if (x := priced(label)) is not None}
-    if not elsewhere:
-        return f"no record keeps a pace of these recipes or their depths, here ({here}) or elsewhere"
-    best = min(elsewhere, key=elsewhere.get)
-    return (f"no record prices them on this machine ({here}); on {best}, about {elsewhere[best] / 3600:.1f} h of "
-            f"training")
-
-
 def job_runs(spec: CalibrationSpec, jobs: list) -> list[tuple[str, int]] | None:
     """The (recipe name, batches of its recipe's size) the grid's `jobs` train at most (each to its cap, a run of
     tokens factor k k batches an update); None where a job trains a group (grouped, its pace is not a run's)."""
-    from repro.reproduce import recipe_batches
+    from repro.pace import recipe_batches
     names = {label(name, st): (name, st[2]) for st in spec.settings()
              for name in (*spec.baselines, *([spec.deep_pre_ln] if spec.deep_pre_ln else []))}
     if any(j.name not in names for j in jobs):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from repro import calibration, calibration_v2_1
+from repro import calibration, calibration_v2_1, pace
 from repro.progress import console
 
 
@@ -67,7 +67,7 @@ def run(task: str, jobs: int, threads: int | None, decide_only: bool, runs: Path
             break
         runs_of = calibration.job_runs(spec, todo)
         cost = ("grouped jobs are not priced (a group's pace is not a run's)" if runs_of is None else
-                calibration.grid_cost(spec.scale, runs_of, results, threads or default_threads(jobs, len(todo)),
+                pace.grid_cost(spec.scale, runs_of, results, threads or default_threads(jobs, len(todo)),
                                       jobs, cuda_graphs) + " (at most: a run stops once its setting is settled)")
         console.print(f"{len(todo)} calibration job(s) to run ({'grouped' if grouped else 'one run each'}): "
                       + ", ".join(j.name for j in todo) + f"; {cost}", markup=False, highlight=False,

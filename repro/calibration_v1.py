@@ -7,9 +7,9 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from repro.calibration import (CalibrationSpec, base_label, best_until, collect_runs, finished, grid_cost,
-                               job_runs, kept_choice, load_spec, recorded_run, setting_length, train_job,
-                               write_choice)
+from repro.calibration import (CalibrationSpec, base_label, best_until, collect_runs, finished, job_runs, kept_choice,
+                               load_spec, recorded_run, setting_length, train_job, write_choice)
+from repro.pace import grid_cost
 from repro.progress import console
 
 

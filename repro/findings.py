@@ -1,7 +1,7 @@
 """What the evidence at one scale says, task by task: which of the paper's claims reproduce, which do not, which stay
 inconclusive, and what each still needs (the runs its own verdict asks of its cells, with the wall time they take
 on the fastest machines whose records priced them). Generated from the claims' verdicts (repro/claims.py) and the
-runs still to make (repro/tables/runs.py); it adds no judgement of its own."""
+runs still to make (repro/needed.py); it adds no judgement of its own."""
 
 from __future__ import annotations
 
@@ -46,8 +46,7 @@ def fastest(rows: list[dict], results_dir: Path, scale: str, known) -> str:
     of them, or why none does. A CPU trains as many runs at once as its cores hold runs of the setting's threads
     (one-thread runs side by side), each started as a lane frees, as `lnrepro reproduce --plan` schedules them; a
     GPU one at a time."""
-    from repro.reproduce import wall_time
-    from repro.tables.runs import missing_compute
+    from repro.pace import missing_compute, wall_time
     costs, machines = missing_compute(results_dir, scale, rows, known)
     wall = {label: wall_time([s for c in costs for s in c["each"][label]], machines[label]["at_once"])
             for label in set.intersection(*(set(c["each"]) for c in costs))}
@@ -59,7 +58,7 @@ def fastest(rows: list[dict], results_dir: Path, scale: str, known) -> str:
 def whole_runs(rows: list[dict], results_dir: Path, scale: str, what: str) -> str:
     """Where no record keeps a pace (no CPU threads recorded), the cost as `reproduce --plan` reads it then: the
     whole runs of each recipe, else of its depth, wherever they trained."""
-    from repro.reproduce import whole_runs as durations_of
+    from repro.pace import whole_runs as durations_of
     from repro.results import load_records
     records = [r for r in load_records(results_dir, scale) if not r.get("overrides") and r.get("duration_s")]
     total = 0.0
@@ -73,7 +72,7 @@ def whole_runs(rows: list[dict], results_dir: Path, scale: str, what: str) -> st
 
 def needs(cells: list[str], missing: dict[str, dict], results_dir: Path, scale: str, known) -> str:
     """The runs `cells` still lack, and the wall time they take (fastest) ("" when none is missing)."""
-    from repro.tables.runs import seed_span
+    from repro.needed import seed_span
     rows = [missing[c] for c in cells if c in missing]
     if not rows:
         return ""
@@ -86,7 +85,8 @@ def needs(cells: list[str], missing: dict[str, dict], results_dir: Path, scale: 
 def render_still_to_run(results_dir: Path, scale: str) -> str:
     """The runs still to make, per task and depth, with the wall time they take (fastest): what finishing the
     evidence at `scale` costs, in a table (the runs themselves and their commands are on the results page)."""
-    from repro.tables.runs import SEEDS_COMPARED, SEEDS_ELSEWHERE, machine_paces, missing_runs
+    from repro.needed import SEEDS_COMPARED, SEEDS_ELSEWHERE, missing_runs
+    from repro.pace import machine_paces
     from repro.tables.spec import SPECS
     results_dir = Path(results_dir)
     known = machine_paces(results_dir, scale)
@@ -106,31 +106,6 @@ def render_still_to_run(results_dir: Path, scale: str) -> str:
     return "\n".join([head, "", *lines] if total else [head]) + "\n"
 
 
-def claim_missing(row: dict, cells: list[str], missing: dict[str, dict]) -> dict[str, dict]:
-    """The runs one claim's own verdict still needs, of those its cells lack (`missing`, by recipe: the seeds each
-    cell lacks for every claim that reads it, at the model-code version runs train today): a claim not yet run its
-    first look's seeds; an inconclusive one the seeds of its next planned look (a failure claim its minimum), or,
-    where it was judged at an older version than today's, the first look's at today's; a claim decided, or not
-    decidable at this scale, none (rules v3)."""
-    from repro.judging import LOOKS, MIN_SEEDS_FAILURE
-    from repro.tables.runs import claim_power
-    if row["verdict"] not in ("inconclusive", "not run"):
-        return {}
-    power = claim_power(row)
-    least = MIN_SEEDS_FAILURE if "failed" in (row.get("test") or {}) else LOOKS[0]
-    out = {}
-    for cell in cells:
-        if cell in missing:
-            m = missing[cell]
-            today = row.get("model_code") != "mixed" and (row.get("versions") or {}).get(cell, m["version"]) == \
-                m["version"]
-            target = max(least, power.get(cell, 0)) if today else least
-            seeds = m["seeds"][:max(0, target - m["have"])]
-            if seeds:
-                out[cell] = {**m, "seeds": seeds}
-    return out
-
-
 def restart(row: dict, asked: dict[str, dict]) -> str:
     """Where a claim was judged at an older model-code version than runs train today, its runs start today's
     version's first look ("" otherwise)."""
@@ -147,7 +122,8 @@ def restart(row: dict, asked: dict[str, dict]) -> str:
 def render_findings(results_dir: Path, scale: str) -> str:
     """One section per task: its verdict counts, then each claim under its verdict with the test that decided it
     and the runs it still needs."""
-    from repro.tables.runs import machine_paces, missing_runs
+    from repro.needed import claim_missing, missing_runs
+    from repro.pace import machine_paces
     results_dir = Path(results_dir)
     rows = {r["claim"]: r for r in evaluate_claims(results_dir, scale)}
     from repro.judging import judged_records

@@ -2,7 +2,7 @@
 by claims decided per priced hour, and worked down in lanes whose run folders outlive a session.
 
 - A decisive set is what takes one claim to its next verdict or planned look: the runs its own verdict asks for
-  (repro/findings.py: claim_missing, under the judging rules in force), or one calibration setting's runs of a task
+  (repro/needed.py: claim_missing, under the judging rules in force), or one calibration setting's runs of a task
   whose regime is undecided (repro/calibration_v2_1.py says which settings it trains now).
 - Order: calibration of an undecided task first (every record of that task waits for it); then the claim sets,
   most claims decided per hour first, each priced at this machine's pace where the records keep one, else at the
@@ -87,8 +87,8 @@ def calibration_sets(undecided: dict[str, dict], results_dir: Path) -> list[Deci
 
 def claim_sets(results_dir: Path, scale: str, undecided: dict) -> list[DecisiveSet]:
     """One set per claim that still needs runs: those its own verdict asks for."""
-    from repro.findings import claim_missing
-    from repro.tables.runs import missing_runs
+    from repro.needed import claim_missing
+    from repro.needed import missing_runs
     rows = {r["claim"]: r for r in evaluate_claims(results_dir, scale)}
     missing = {r["recipe"]: r for r in missing_runs(results_dir, scale)}
     out = []
@@ -109,8 +109,8 @@ def claim_sets(results_dir: Path, scale: str, undecided: dict) -> list[DecisiveS
 def run_seconds(recipe: str, scale: str, label: str, paces: dict, calibration_run: str = "") -> float | None:
     """One run's training seconds at a machine's recorded pace (of the recipe, else of its depth); a calibration
     run is priced at its spec's cap."""
-    from repro.reproduce import depth, recipe_batches, recipe_updates
-    pace = paces.get(label, {}).get(recipe) or paces.get(label, {}).get(depth(recipe))
+    from repro.pace import pace_of, recipe_batches, recipe_updates
+    pace = pace_of(paces.get(label, {}), recipe)
     if pace is None:
         return None
     if calibration_run:
@@ -125,10 +125,8 @@ def run_seconds(recipe: str, scale: str, label: str, paces: dict, calibration_ru
 def pricing_label(paces: dict, machines: dict, on_gpu: bool) -> tuple[str | None, list[str]]:
     """The machine whose pace prices the queue: this one where the records keep its pace, else the labels of the
     kind here (GPU or CPU), fastest first as each set finds them."""
-    from repro.provenance import hardware, where
-    from repro.tables.runs import machine_label
-    hw = hardware()
-    here = machine_label({"where": where(hw), "gpus": hw.get("gpus") or 0, "threads": 1, "cuda_graphs": False})
+    from repro.pace import here_label
+    here = here_label(1)
     kind = [label for label in paces if ("thread" not in label) == on_gpu]
     return (here if here in paces else None), kind
 
@@ -176,7 +174,7 @@ def order(sets: list[DecisiveSet], scale: str, paces: dict, here: str | None, ki
 
 
 def build(results_dir: Path, scale: str = "mini", on_gpu: bool = False) -> list[DecisiveSet]:
-    from repro.tables.runs import machine_paces
+    from repro.pace import machine_paces
     results_dir = Path(results_dir)
     undecided = undecided_tasks(results_dir) if scale == "mini" else {}
     paces, machines = machine_paces(results_dir, scale)
@@ -230,7 +228,8 @@ def jobs(sets: list[DecisiveSet], results_dir: Path, runs_dir: Path, data_root: 
     (repro/reproduce.py: lanes, grouping a cell's seeds on a GPU), a calibration setting's runs as
     `lnrepro calibrate` trains them."""
     from repro import calibration, calibration_v2_1
-    from repro.reproduce import PlannedRun, lane_name, lane_steps, lanes, recipe_updates, run_state
+    from repro.pace import recipe_updates
+    from repro.reproduce import PlannedRun, lane_name, lane_steps, lanes, run_state
     from repro.launch import Job
     from repro.results import recipes_dir
     out, seen = [], set()

@@ -108,7 +108,8 @@ def render_results_page(results_dir: Path, scale: str) -> str:
     from repro.verdicts import render_changed, render_claims
     from repro.findings import render_findings
     from repro.tables.render import render_table
-    from repro.tables.runs import SEEDS_COMPARED, render_missing, render_runs
+    from repro.needed import SEEDS_COMPARED
+    from repro.tables.runs import render_missing, render_runs
     from repro.tables.spec import SPECS
     results_dir = Path(results_dir)
     out = [f"# Results at scale '{scale}'", "",

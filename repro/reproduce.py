@@ -11,14 +11,15 @@ through submitit, one job per run, `torchrun` inside when a job has several GPUs
 
 from __future__ import annotations
 
-import json
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
 from repro.files import read_json
-from repro.provenance import hardware, machine, where
-from repro.results import current_hash, load_records, record_path, recipes_dir, stretch_hardware, stretches
+from repro.pace import (calibration_timings, depth, estimate, group_gain, machines_of, measured_estimate, measured_rates,
+                        recipe_updates, stretch_paces, wall_time)
+from repro.provenance import hardware, machine
+from repro.results import current_hash, load_records, record_path, recipes_dir, stretch_hardware
 from repro.tables.spec import SPECS
 from repro.train.lock import lock_holder
 
@@ -144,138 +145,6 @@ def own_pace(run: PlannedRun) -> float | None:
     return (rows[-1]["time"] - rows[0]["time"]) / (rows[-1]["step"] - rows[0]["step"])
 
 
-def depth(recipe_name: str) -> str:
-    """A recipe's task and depth, shared by its methods: "18L-18L" of "18L-18L-b2t"."""
-    return recipe_name.rsplit("-", 1)[0]
-
-
-def machines_of(rec: dict) -> set:
-    return {machine(hw) for hw in stretch_hardware(rec)}
-
-
-# A CPU stretch whose process used less than this share of its threads' time shared their cores with other work
-# (alone, a run keeps its threads 0.9-1.0 busy; beside another 2-thread run on 2 cores, about 0.5).
-SHARED_BELOW = 0.75
-
-
-def stretch_paces(records: list[dict], threads: int, here: str,
-                  cuda_graphs: bool = False) -> list[tuple[str, float, int]]:
-    """(recipe name, seconds, batches) of every stretch of training in `records` (repro/reproduce.py:
-    recorded_stretches) made on machine `here` with `threads` CPU threads, with CUDA graphs or without as
-    `cuda_graphs` says."""
-    return [(s["recipe"], s["seconds"], s["batches"]) for s in recorded_stretches(records)
-            if s["machine"] == here and s["threads"] == threads and s["cuda_graphs"] == cuda_graphs]
-
-
-def recorded_stretches(records: list[dict]) -> list[dict]:
-    """Every stretch of training in `records` that tells a pace: a resumed run's stretches one by one (each keeps its
-    hardware, threads and seconds, so a run resumed here from another machine's checkpoint gives only its stretches
-    here), an unresumed run whole; with the batches of its recipe's size the stretch made (updates times
-    `batches_per_update`, times the runs of a group), so that a tokens-x4 calibration run or an earlier regime's
-    run prices a recipe's update as well as the recipe's own runs do; and how many such runs the machine trains at
-    once (a CPU's cores over the stretch's threads, one-thread runs side by side; a GPU one).
-    Records of before threads were kept have none; a CPU stretch that shared its cores with other work (its CPU
-    seconds tell, where kept) does not stand for a run's pace at its threads."""
-    out = []
-    for rec in records:
-        per_update = batches_per_update(rec)
-        for part in stretches(rec):
-            updates = (part.get("to_update") or 0) - (part.get("from_update") or 0)
-            hw, seconds, cpu = (part.get("hardware") or rec.get("hardware") or {}, part.get("duration_s"),
-                                part.get("cpu_s"))
-            if not seconds or updates <= 0:
-                continue
-            if not hw.get("gpus") and cpu is not None and cpu < SHARED_BELOW * seconds * (hw.get("threads") or 0):
-                continue
-            out.append({"recipe": rec["recipe_name"], "machine": machine(hw), "where": where(hw),
-                        "threads": hw.get("threads"), "gpus": hw.get("gpus") or 0,
-                        "cuda_graphs": bool(part.get("cuda_graphs")), "seconds": seconds,
-                        "batches": updates * per_update * (part.get("group_size") or 1),
-                        "at_once": 1 if hw.get("gpus") or not hw.get("threads") else
-                        max(1, (hw.get("cpu_count") or 1) // hw["threads"])})
-    return out
-
-
-def batches_per_update(rec: dict) -> int:
-    """Batches of its recipe's size (data.max_tokens, on all its GPUs together) one update of a record's run took:
-    as its batching says where kept (a tokens-x4 run's four, in four forwards or one), else its overrides'
-    optim.gpus_per_update (a calibration run), else its recipe's at its scale."""
-    b = rec.get("batching")
-    if b:
-        world = (rec.get("hardware") or {}).get("world_size") or 1
-        return b["forwards_per_update"] * b["batches_per_forward"] * world
-    for o in rec.get("overrides") or []:
-        if o.startswith("optim.gpus_per_update="):
-            return int(o.split("=", 1)[1])
-    from repro.config import RecipeError
-    try:
-        return recipe_batches(rec["recipe_name"], rec["scale"])
-    except RecipeError:  # a recipe since removed: its own batch
-        return 1
-
-
-def estimate(name: str, scale: str, threads: int, paces: list[tuple[str, float, int]],
-             pools: tuple, depths_now: dict[str, float]) -> tuple[list[float], str]:
-    """Durations that stand for recipe `name`'s cost, and whence: its own runs, then the other methods of its task
-    and depth (they cost about the same: "18L-18L-pre_ln" from "18L-18L-b2t"); first as the pace of this machine's
-    stretches at the planned threads times the recipe's updates, then as whole runs, on this machine before any
-    other (two CPUs of one name ran mini MT 2.5x apart); last, where nothing recorded tells of its depth yet (60L-12L
-    before its first record), the seconds per update of a run of its depth training now (`depths_now`)."""
-    for pick, what in ((lambda n: n == name, ""), (lambda n: depth(n) == depth(name), "its depth")):
-        hits = [(seconds, batches) for n, seconds, batches in paces if pick(n)]
-        if hits:  # seconds per batch over all the stretches, each weighing as many batches as it made
-            per_batch = sum(s for s, _ in hits) / sum(b for _, b in hits)
-            at = f"{threads} thread" + ("s" if threads > 1 else "")
-            return [per_batch * recipe_batches(name, scale) * recipe_updates(name, scale)], \
-                ", ".join(x for x in (what, at) if x)
-    for records, source in pools:
-        durations, what = whole_runs(records, name)
-        if durations:
-            return durations, ", ".join(x for x in (what, source) if x)
-    if depth(name) in depths_now:
-        return [depths_now[depth(name)] * recipe_updates(name, scale)], "its depth, training now"
-    return [], ""
-
-
-def whole_runs(records: list[dict], name: str) -> tuple[list[float], str]:
-    """The durations that stand for a run of recipe `name` among `records`' whole runs (full_length_s): its own,
-    else its depth's ("its depth")."""
-    own = [full_length_s(r) for r in records if r["recipe_name"] == name]
-    if own:
-        return own, ""
-    return [full_length_s(r) for r in records if depth(r["recipe_name"]) == depth(name)], "its depth"
-
-
-def calibration_timings(results_dir: Path, scale: str) -> list[dict]:
-    """The calibration grids' runs (results/<scale>/calibration/<task>/, and v2/<task>/) as timings of their baseline
-    recipes: the last word on a task's cost before any table run of it has been made (ASR's grid comes before
-    Table 4)."""
-    out = []
-    for path in sorted((Path(results_dir) / scale / "calibration").rglob("*.json")):
-        rec = json.loads(path.read_text())
-        if isinstance(rec, dict) and "recipe_name" in rec and rec.get("duration_s") and rec.get("step"):
-            out.append({**rec, "updates": rec["step"], "calibration": True})
-    return out
-
-
-def full_length_s(rec: dict) -> float:
-    """A record's duration as a run of its recipe's length and batch as they are now: a completed run of the current
-    recipe is one; a run the failure rule stopped early stands for a whole one at its own rate (Gigaword 18L-18L
-    Post-LN stopped at update 2,875 of 3,500), and so do a calibration run, whose length is the grid's cap and whose
-    batch may be four of the recipe's, and a run of an earlier regime of its recipe (Gigaword's 3,500 updates
-    before its 6,750)."""
-    from repro.config import RecipeError
-    try:
-        if (rec.get("status") != "failed" and not rec.get("calibration")
-                and rec.get("recipe_hash") == current_hash(rec["recipe_name"], rec["scale"])):
-            return rec["duration_s"]
-        planned = recipe_updates(rec["recipe_name"], rec["scale"]) * recipe_batches(rec["recipe_name"], rec["scale"])
-    except RecipeError:
-        return rec["duration_s"]
-    made = (rec.get("updates") or 0) * batches_per_update(rec)
-    return rec["duration_s"] * planned / made if made else rec["duration_s"]
-
-
 def run_state(run: PlannedRun, results_dir: Path) -> tuple[str, str]:
     path = record_path(results_dir, run.scale, run.recipe_name, run.seed)
     if path.is_file():
@@ -333,69 +202,6 @@ def trained_fraction(run: PlannedRun) -> float:
 def share(run: PlannedRun, update: int | None) -> float:
     """`update`'s share of the run's recipe's updates."""
     return min(update / recipe_updates(run.recipe_name, run.scale), 1.0) if update else 0.0
-
-
-BENCHMARK_RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
-
-
-def measured_rates(folder: Path = BENCHMARK_RESULTS) -> list[dict]:
-    """Paper-scale MT training rates measured on GPUs (benchmarks/paper_scale.py's rows, and the bf16 eager rows of
-    train_throughput.py's GPU files): device, depth, precision, mode, tokens per GPU, target tokens/s, file."""
-    out = []
-    for path in sorted(Path(folder).glob("*.json")) if Path(folder).is_dir() else []:
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (ValueError, OSError):
-            continue
-        device = (data.get("machine") or {}).get("device", "")
-        if not isinstance(data, dict) or "cpu" in device.lower() or not device:
-            continue
-        for row in data.get("rows") or []:
-            if "depth" in row and "tokens_per_s" in row:  # paper_scale.py
-                out.append({"device": device, "depth": row["depth"], "precision": row["precision"],
-                            "mode": row["mode"], "tokens_per_gpu": row["tokens_per_gpu"],
-                            "tokens_per_s": row["tokens_per_s"], "file": path.name})
-            elif "lnrepro_tokens_per_s" in row and not data.get("compile"):  # train_throughput.py: bf16 on a GPU
-                out.append({"device": device, "depth": row["layers"], "precision": "bf16", "mode": "eager",
-                            "tokens_per_gpu": row["target_tokens"], "tokens_per_s": row["lnrepro_tokens_per_s"],
-                            "file": path.name})
-    return out
-
-
-def measured_estimate(recipe_name: str, scale: str, gpus: int, rates: list[dict]) -> tuple[float | None, str]:
-    """A paper-scale MT run's seconds on `gpus` GPUs at the fastest rate measured for its depth and precision
-    (a GPU's rate times the GPUs: DDP overlapping its all-reduce), or None with what was measured instead."""
-    from repro.config import resolve
-    r = resolve(recipes_dir() / f"{recipe_name}.yaml", scale).recipe
-    if scale != "paper" or r.task != "mt":
-        return None, ""
-    tokens = r.data.max_tokens * r.optim.gpus_per_update * r.optim.max_updates
-    same = [x for x in rates if x["depth"] == depth(recipe_name)]
-    mine = [x for x in same if x["precision"] == r.train.precision]
-    if mine:
-        best = max(mine, key=lambda x: x["tokens_per_s"])
-        return tokens / (gpus * best["tokens_per_s"]), (
-            f"measured {best['device']} rate, {best['precision']}, {best['mode']}, {best['tokens_per_gpu']:,} tokens/GPU, "
-            f"x{gpus} GPU")
-    if same:
-        best = max(same, key=lambda x: x["tokens_per_s"])
-        hours = tokens / (gpus * best["tokens_per_s"]) / 3600
-        return None, (f"no {r.train.precision} rate measured; {best['precision']} on {best['device']}: ~{hours:.0f} h "
-                      f"on {gpus} GPU with `train --precision {best['precision']} "
-                      f"--tokens-per-gpu {best['tokens_per_gpu']}`")
-    return None, ""
-
-
-def recipe_updates(recipe_name: str, scale: str) -> int:
-    """The updates a recipe trains for at a scale."""
-    from repro.config import resolve
-    return resolve(recipes_dir() / f"{recipe_name}.yaml", scale).recipe.optim.max_updates
-
-
-def recipe_batches(recipe_name: str, scale: str) -> int:
-    """The batches of data.max_tokens one update of a recipe takes at a scale (optim.gpus_per_update)."""
-    from repro.config import resolve
-    return resolve(recipes_dir() / f"{recipe_name}.yaml", scale).recipe.optim.gpus_per_update
 
 
 def logged_update(run_dir: Path) -> int:
@@ -500,28 +306,6 @@ def local_jobs(runs: list[PlannedRun], results_dir: Path, data_root: Path, train
             for lane in lanes(runs, grouping, on_gpu, train_flags)]
 
 
-def group_gain(size: int, device: str, folder: Path = BENCHMARK_RESULTS) -> float | None:
-    """How many times the member-updates per second of standalone runs a group of `size` makes on `device` (a GPU's
-    name, or "cpu"), as benchmarks/group_step.py measured it: the largest measured group not above `size`. None
-    where nothing was measured on such a device."""
-    best = None
-    for path in sorted(Path(folder).glob("group_step*.json")) if Path(folder).is_dir() else []:
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            rows = data["rows"]
-            where = (data.get("machine") or {}).get("device", "cpu")
-        except (ValueError, OSError, KeyError, TypeError):
-            continue
-        if where != device:
-            continue
-        alone = [r["member_updates_per_s"] for r in rows if r.get("mode") == "standalone"]
-        fits = sorted((r["group"], r["member_updates_per_s"]) for r in rows
-                      if r.get("mode") == "group" and r.get("group", 0) <= size)
-        if alone and fits:
-            best = fits[-1][1] / alone[0]
-    return best
-
-
 # -- SLURM through submitit -----------------------------------------------------------------------------------
 
 def _run_steps(steps: list[list[str]], gpus: int) -> None:
@@ -590,16 +374,6 @@ def slurm_settings(config: Path | None, flags: dict) -> dict:
             source = f"--{key}" if key in given else f"{config}: {key}"
             raise ValueError(f"{source} {value!r}: expected a whole number of at least {least}")
     return settings
-
-
-def wall_time(estimates: list[float], jobs: int) -> float:
-    """How long runs of these durations take with `jobs` going at once, each started in order as a lane frees (the
-    local launcher's order)."""
-    import heapq
-    lanes = [0.0] * max(jobs, 1)
-    for seconds in estimates:
-        heapq.heappush(lanes, heapq.heappop(lanes) + seconds)
-    return max(lanes)
 
 
 def describe_plan(runs: list[PlannedRun], jobs: int = 1, grouped: list[list[PlannedRun]] | None = None,

@@ -183,7 +183,7 @@ def test_calibrate_decides_from_committed_records_and_states_a_grids_cost(tmp_pa
     from pathlib import Path
     from typer.testing import CliRunner
     import repro.provenance
-    from repro import calibration
+    from repro import calibration, pace
     from repro.cli import app
     repo = Path(__file__).resolve().parents[1]
     results = tmp_path / "results"
@@ -201,15 +201,15 @@ def test_calibrate_decides_from_committed_records_and_states_a_grids_cost(tmp_pa
     hours = sum(r["duration_s"] for r in records) / 3600
     h100 = records[0]["hardware"]
     monkeypatch.setattr(repro.provenance, "hardware", lambda: {**h100, "threads": 4})
-    here = calibration.grid_cost("mini", runs, results, 4, 3)
+    here = pace.grid_cost("mini", runs, results, 4, 3)
     assert here.startswith(f"about {hours:.1f} h of training on this machine (1 x H100), ")
     assert f"{hours / 3:.1f} h of wall time 3 at once" in here  # six equal runs, two rounds of three
     cpu = {"device": "cpu", "cpu": "Acme Chip", "cpu_id": "family 1 model 2", "cpu_count": 2, "gpus": 0}
     monkeypatch.setattr(repro.provenance, "hardware", lambda: cpu)
-    assert calibration.grid_cost("mini", runs, results, 1, 2) == (
+    assert pace.grid_cost("mini", runs, results, 1, 2) == (
         f"no record prices them on this machine (Acme Chip 1/2, 1 thread); on 1 x H100, about {hours:.1f} h of "
         "training")
-    assert calibration.grid_cost("mini", runs, tmp_path / "none", 1, 2).startswith("no record keeps a pace")
+    assert pace.grid_cost("mini", runs, tmp_path / "none", 1, 2).startswith("no record keeps a pace")
     # v2: a tokens-x4 run makes four of its recipe's batches an update, to the cap at most; a grouped job is not a run
     v2 = calibration.load_spec(repo / "recipes/calibration/v2/mt.yaml")
     todo = calibration.jobs(v2, "mt", tmp_path / "runs", tmp_path / "data", False, tmp_path / "none", results)

@@ -143,7 +143,7 @@ def test_an_equivalence_its_power_cannot_reach_under_the_cap_is_not_decidable(tm
     """6L-6L B2T w/o LN (20, 22, 21) against B2T (20.5, 21.5, 21): TOST cannot decide; at the paper's own difference
     (Table 9: -0.05 BLEU) and these seeds' SD, equivalence needs more seeds per cell than the cap (rules v3), so the
     claim is not decidable at this scale and asks for none of them."""
-    from repro.tables.runs import missing_runs
+    from repro.needed import missing_runs
     mt6 = {"encoder_layers": 6, "decoder_layers": 6}
     for name, values in (("6L-6L-b2t_noln", (20.0, 22.0, 21.0)), ("6L-6L-b2t", (20.5, 21.5, 21.0))):
         for seed, v in enumerate(values, start=1):
@@ -389,7 +389,7 @@ def test_findings_say_per_task_what_each_claim_reads_and_the_runs_and_hours_it_s
     runs its cells lack: priced as wall time on the fastest machine setting that recorded a pace of them all, a
     two-core CPU training two one-thread runs at once, each started as one ends."""
     from repro.findings import hours, render_findings
-    from repro.reproduce import recipe_updates
+    from repro.pace import recipe_updates
     cpu = {"device": "cpu (x86_64)", "cpu": "Intel(R) Xeon(R) Processor (AVX512)", "cpu_id":
            "GenuineIntel family 6 model 167", "cpu_count": 2, "gpus": 0, "threads": 1}
     bleu = lambda v: {"bleu_average": v}
@@ -409,7 +409,8 @@ def test_findings_say_per_task_what_each_claim_reads_and_the_runs_and_hours_it_s
                          f"{hours(wall)} on Intel Xeon 6/167, 1 thread")
     # three runs on two cores take two runs' time, as the local launcher schedules them, not one and a half
     from repro.findings import needs
-    from repro.tables.runs import machine_paces, missing_runs
+    from repro.needed import missing_runs
+    from repro.pace import machine_paces
     rows = {r["recipe"]: r for r in missing_runs(tmp_path, "mini")}
     three = {"6L-6L-post_ln": {**rows["6L-6L-post_ln"], "seeds": [3, 4, 5]}}
     assert needs(["6L-6L-post_ln"], three, tmp_path, "mini", machine_paces(tmp_path, "mini")).endswith(

@@ -262,7 +262,8 @@ def test_plan_prices_an_earlier_regimes_run_and_a_tokens_x4_calibration_run_per_
     """A record of an earlier regime of the recipe (its hash stale: 3,500 updates where the recipe now makes
     another number) stands for a run of today's length at its own pace, and a calibration run of four batches an
     update costs four batches' time an update: both are priced per batch of the recipe."""
-    from repro.reproduce import plan, recipe_updates
+    from repro.pace import recipe_updates
+    from repro.reproduce import plan
     from repro.results import write_record
     from repro.provenance import hardware
     from test_tables import record
@@ -390,7 +391,7 @@ def test_plan_reads_a_cost_from_stretches_at_the_threads_each_run_gets(tmp_path,
 def test_paper_scale_plan_costs_runs_at_the_measured_rates(tmp_path):
     """Where no record tells a paper-scale run's cost, the GPU rates measured in benchmarks/ do, for the recipe's
     own precision; another precision's rate is named with the options that would use it."""
-    from repro.reproduce import measured_estimate, measured_rates
+    from repro.pace import measured_estimate, measured_rates
     (tmp_path / "paper_scale_h100.json").write_text(json.dumps({
         "machine": {"device": "NVIDIA H100"},
         "rows": [{"depth": "18L-18L", "precision": "fp32", "mode": "eager", "tokens_per_gpu": 3584,
@@ -419,7 +420,8 @@ def test_slurm_launcher_off_a_cluster_says_so_in_one_line(tmp_path):
 
 
 def test_plan_states_the_grids_wall_time_under_its_jobs():
-    from repro.reproduce import PlannedRun, describe_plan, wall_time
+    from repro.pace import wall_time
+    from repro.reproduce import PlannedRun, describe_plan
     assert wall_time([3600.0] * 4, 2) == 7200.0
     assert wall_time([3600.0, 60.0, 60.0], 2) == 3600.0
     assert wall_time([100.0, 200.0], 1) == 300.0

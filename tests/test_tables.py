@@ -15,7 +15,8 @@ from repro.cli import app
 from repro.model import version as model_code
 from repro.results import current_hash, write_record
 from repro.tables.render import FORMATS, render_table
-from repro.tables.runs import missing_runs, render_missing, render_runs
+from repro.needed import missing_runs
+from repro.tables.runs import render_missing, render_runs
 
 GOLDEN = Path(__file__).parent / "golden"
 runner = CliRunner()
@@ -314,7 +315,7 @@ def test_runs_missing_counts_seeds_at_todays_model_code_and_asks_new_ones(tmp_pa
     one version: the seeds still to run are counted at today's, and numbered past every record the cell holds. A
     claim judged at the older version asks today's version for its first look; one at today's, for its next."""
     from repro.verdicts import evaluate_claims
-    from repro.findings import claim_missing
+    from repro.needed import claim_missing
     for seed, (post, pre) in enumerate(((20.2, 20.0), (20.5, 20.3), (20.4, 20.3)), 1):
         for name, v in (("6L-6L-post_ln", post), ("6L-6L-pre_ln", pre)):
             write_record(tmp_path, {**record(name, seed, metrics={"bleu_average": v}, encoder_layers=6,
@@ -366,8 +367,9 @@ def test_runs_missing_prices_each_depth_on_each_machine_its_records_trained_on(t
     """The compute still needed, per task and depth: the missing runs times the recipe's batches at each machine's
     recorded seconds per batch, of the recipe else its depth; a calibration run of four batches an update counts
     four; a depth that never trained on a machine is not priced there, nor a CPU stretch of unknown threads."""
-    from repro.reproduce import recipe_updates
-    from repro.tables.runs import missing_compute, missing_runs
+    from repro.pace import recipe_updates
+    from repro.needed import missing_runs
+    from repro.pace import missing_compute
     cpu = {"device": "cpu (x86_64)", "cpu": "Intel(R) Xeon(R) Processor (AVX512)", "cpu_id":
            "GenuineIntel family 6 model 167", "cpu_count": 2, "gpus": 0, "threads": 1}
     gpu = {"device": "NVIDIA H200", "cpu": "Intel(R) Xeon(R) Processor (AVX512)", "cpu_count": 16, "gpus": 1,

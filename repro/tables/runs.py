@@ -12,21 +12,16 @@ import io
 import json
 from pathlib import Path
 
-from repro.claims import CLAIMS
-from repro.results import current_records, load_records, stretch_hardware, stretches
-from repro.provenance import where
 from repro.markdown import escape
-from repro.tables.spec import SPECS, TITLES
+from repro.needed import SEEDS_COMPARED, SEEDS_ELSEWHERE, missing_runs, seed_span
+from repro.pace import missing_compute
+from repro.provenance import where
+from repro.results import stretch_hardware, stretches
+from repro.tables.spec import TITLES
 
 RUN_FORMATS = ("text", "markdown", "csv", "json")
 COLUMNS = ("Recipe", "Seed", "Status", "Updates", "Training", "Evaluation", "Machine", "Stretches", "Started",
            "Commit")
-
-# Seeds a cell needs (2026-11-30): at least five for every cell of Table 1 and every cell a claim compares, and more
-# where a comparison under the current judging rules is inconclusive and would detect the paper's own difference
-# with their power only on more (repro/judging.py: seeds_needed); three elsewhere.
-SEEDS_COMPARED, SEEDS_ELSEWHERE = 5, 3
-COMPARED_TABLES = (1,)
 
 
 def run_rows(results_dir: Path, scale: str) -> list[dict]:
@@ -115,82 +110,8 @@ def render_runs(results_dir: Path, scale: str, fmt: str = "text") -> str:
     return out
 
 
-def compared_cells() -> set[str]:
-    """The recipes the claims compare or judge (the figure-3 claim reads figure data, not a cell)."""
-    return {name for c in CLAIMS if c.kind != "figure3" for name in (c.a, *c.b.split(",")) if name}
-
-
-def claim_power(row: dict) -> dict[str, int]:
-    """Per cell, the most seeds one claim's inconclusive comparisons (a row of evaluate_claims) ask for to detect
-    the paper's own difference."""
-    out: dict[str, int] = {}
-    for comparison in row.get("comparisons", []):
-        n = (comparison.get("test") or {}).get("seeds_needed")
-        for name in comparison["cells"] if n else ():
-            out[name] = max(out.get(name, 0), n)
-    return out
-
-
-def power_seeds(results_dir: Path, scale: str) -> dict[str, int]:
-    """Per cell, the most seeds any claim's inconclusive comparison of it asks for (the claims as the current rules
-    judge them)."""
-    from repro.verdicts import evaluate_claims
-    out: dict[str, int] = {}
-    for row in evaluate_claims(results_dir, scale):
-        for name, n in claim_power(row).items():
-            out[name] = max(out.get(name, 0), n)
-    return out
-
-
-def missing_runs(results_dir: Path, scale: str) -> list[dict]:
-    """Each cell short of the seeds it needs, under the first table that holds it (18L-18L B2T is Tables 1, 5
-    and 9's): its table, group, method, recipe, how many it needs and whether its claims' power asks for more than
-    the least, and the `lnrepro reproduce` command that makes them (done seeds are skipped by it).
-
-    Seeds count at the model-code version a run trains today (`version`; `have` of them): a record of an older
-    version keeps its seed and its place in the tables, but a comparison takes one version (repro/judging.py), so
-    the seeds still to run are new ones, the lowest numbers no record of the cell holds (`older`: the records of
-    other versions)."""
-    from itertools import count, islice
-
-    from repro.model import version as model_code
-    current, stale = current_records(results_dir, scale)
-    compared = compared_cells()
-    power = power_seeds(results_dir, scale)
-    seen, out = set(), []
-    for number, spec in sorted(SPECS.items()):
-        for group, methods in spec.groups.items():
-            for method in methods:
-                name = spec.recipe_name(group, method)
-                if name in seen:
-                    continue
-                seen.add(name)
-                needed = SEEDS_COMPARED if number in COMPARED_TABLES or name in compared else SEEDS_ELSEWHERE
-                by_power = power.get(name, 0) > needed
-                needed = max(needed, power.get(name, 0))
-                now = model_code.current(method)
-                records = current.get(name, [])
-                have = {r["seed"] for r in records if model_code.of_record(r) == now}
-                used = {r["seed"] for r in records + stale.get(name, [])}
-                seeds = list(islice((s for s in count(1) if s not in used), max(0, needed - len(have))))
-                if seeds:
-                    out.append({"table": number, "group": group, "method": method, "recipe": name,
-                                "seeds": seeds, "needed": needed, "by_power": by_power, "version": now,
-                                "have": len(have), "older": len(records) - len(have),
-                                "command": f"lnrepro reproduce {number} --scale {scale} --seeds {max(seeds)} "
-                                           f"--cells {group}:{method}"})
-    return out
-
-
 def older_note(older: int) -> str:
     return f" ({older} record{'s' if older > 1 else ''} of older versions kept)" if older else ""
-
-
-def seed_span(seeds: list[int]) -> str:
-    """"1, 2, 3" for a few seeds; "4-176" for a long run of them."""
-    if len(seeds) > 3 and seeds == list(range(seeds[0], seeds[-1] + 1)):
-        return f"{seeds[0]}-{seeds[-1]}"
-    return ", ".join(map(str, seeds))
 
 
 def render_missing(results_dir: Path, scale: str, fmt: str = "text") -> str:
@@ -268,63 +189,3 @@ def render_compute(costs: list[dict], machines: dict[str, dict]) -> str:
     return "\n".join([head + ":", "", *table, "", f"Machines: {legend}."])
 
 
-def machine_paces(results_dir: Path, scale: str) -> tuple[dict[str, dict[str, list[float]]], dict[str, dict]]:
-    """Each machine's recorded pace, by label (machine_label): {recipe name or depth: [seconds, batches]} over its
-    stretches of training (seconds per batch, repro/reproduce.py: recorded_stretches), CPU stretches at one thread
-    count (a CPU's pace differs with its threads), GPU stretches with CUDA graphs or without; and each label's
-    machine: its full words and the runs it trains at once. CPU stretches of before threads were kept tell no
-    pace."""
-    from repro.reproduce import calibration_timings, depth, recorded_stretches
-    records = [r for r in load_records(results_dir, scale) if not r.get("overrides") and r.get("duration_s")]
-    paces: dict[str, dict[str, list[float]]] = {}
-    machines: dict[str, dict] = {}
-    for s in recorded_stretches(records + calibration_timings(results_dir, scale)):
-        if not s["gpus"] and not s["threads"]:
-            continue
-        label = machine_label(s)
-        machines[label] = {"words": s["where"], "at_once": s["at_once"]}
-        for name in (s["recipe"], depth(s["recipe"])):
-            total = paces.setdefault(label, {}).setdefault(name, [0.0, 0])
-            total[0], total[1] = total[0] + s["seconds"], total[1] + s["batches"]
-    return paces, machines
-
-
-def missing_compute(results_dir: Path, scale: str, rows: list[dict],
-                    known: tuple[dict, dict] | None = None) -> tuple[list[dict], dict[str, str]]:
-    """What the missing runs `rows` cost, per task and depth, on each machine the records have trained on
-    (`known`: machine_paces, read when not given): at that machine's pace of the same recipe, else of its task and
-    depth. A depth that never trained on a machine is not priced there: a deep model's cost is not guessed from a
-    shallow one's. Training only: evaluation adds minutes.
-    Returns rows of task, depth, runs, {machine label: seconds} and {machine label: [seconds of each run]}, and each
-    label's machine (machine_paces)."""
-    from repro.reproduce import depth, recipe_batches, recipe_updates
-    paces, machines = known or machine_paces(results_dir, scale)
-    out: list[dict] = []
-    for r in rows:
-        task, group = SPECS[r["table"]].recipe_folder or "mt", r["group"]
-        row = next((x for x in out if (x["task"], x["depth"]) == (task, group)), None)
-        if row is None:
-            row = {"task": task, "depth": group, "runs": 0, "each": {}}
-            out.append(row)
-        row["runs"] += len(r["seeds"])
-        length = recipe_batches(r["recipe"], scale) * recipe_updates(r["recipe"], scale)
-        for label, recorded in paces.items():
-            if pace := recorded.get(r["recipe"]) or recorded.get(depth(r["recipe"])):
-                row["each"].setdefault(label, []).extend([length * pace[0] / pace[1]] * len(r["seeds"]))
-    for row in out:
-        row["seconds"] = {label: sum(each) for label, each in row["each"].items()}
-    return out, machines
-
-
-def machine_label(stretch: dict) -> str:
-    """A short name for a machine and how it trained: "1 x H200, graphs", "Intel Xeon 6/167, 1 thread"."""
-    hw = stretch["where"]
-    if stretch["gpus"]:
-        name = hw.split(", ")[0].replace("NVIDIA ", "").replace(" 80GB HBM3", "")
-        return name + (", graphs" if stretch["cuda_graphs"] else "")
-    cpu = hw.split(", ")[0]
-    short = " ".join(w for w in cpu.replace("(R)", "").replace("(TM)", "").split()
-                     if w not in ("Processor", "(AVX512)", "(AVX2)", "CPU"))
-    family = next((part.split("family ")[1].replace(" model ", "/") for part in hw.split(", ") if "family" in part), "")
-    threads = stretch["threads"]
-    return f"{short} {family}".strip() + f", {threads} thread{'s' if threads > 1 else ''}"
