@@ -41,17 +41,7 @@ def beam_search(model, src: torch.Tensor, beam: int, max_len: torch.Tensor, lenp
     limit = int(max(max_len_l))
     for t in range(limit + 1):
         inp = tokens[:, -1:] if use_cache else tokens
-        logits = model.decode(inp, memory, mask, cache=cache)[:, -1]
-        lprobs = torch.log_softmax(logits.float(), dim=-1)
-        lprobs[:, PAD] = float("-inf")
-        if t < MIN_LEN:  # fairseq's min_len (1): no empty hypothesis
-            lprobs[:, EOS] = float("-inf")
-        # at its maximum length a hypothesis must end: every word but </s> is barred, and </s> keeps its
-        # log-probability, which counts in the score (fairseq's sequence_generator.py)
-        force_eos = (t >= max_len).repeat_interleave(beam)
-        eos = lprobs[:, EOS].clone()
-        lprobs[force_eos] = float("-inf")
-        lprobs[:, EOS] = torch.where(force_eos, eos, lprobs[:, EOS])
+        lprobs = next_log_probs(model.decode(inp, memory, mask, cache=cache)[:, -1], t, max_len, beam)
         vocab = lprobs.size(-1)
         cand = (scores.view(-1, 1) + lprobs).view(bsz, beam * vocab)
         top_scores, top_idx = cand.topk(2 * beam, dim=1)
@@ -60,30 +50,16 @@ def beam_search(model, src: torch.Tensor, beam: int, max_len: torch.Tensor, lenp
         new_src = [[0] * beam for _ in range(bsz)]
         new_tok = [[EOS] * beam for _ in range(bsz)]
         top_scores_l, beam_l, tok_l = top_scores.tolist(), beam_idx.tolist(), tok_idx.tolist()
-        tokens_l = None  # the prefixes, fetched from the device once, when a hypothesis first finishes this step
+        prefixes = Prefixes(tokens)
         for b in range(bsz):
             if done[b]:
                 continue
-            kept = 0
-            for rank, (s, bi, ti) in enumerate(zip(top_scores_l[b], beam_l[b], tok_l[b])):
-                if s == float("-inf"):
-                    break
-                if ti == EOS:
-                    # Only an end-of-sentence among the top `beam` candidates is finalised (fairseq).
-                    if rank < beam and len(finished[b]) < beam:
-                        tokens_l = tokens[:, 1:].tolist() if tokens_l is None else tokens_l
-                        hyp = tokens_l[b * beam + bi]
-                        finished[b].append((s / (len(hyp) + 1) ** lenpen, hyp))
-                elif kept < beam:
-                    new_scores[b][kept], new_src[b][kept], new_tok[b][kept] = s, bi, ti
-                    kept += 1
-                if kept == beam and (rank >= beam - 1 or len(finished[b]) >= beam):
-                    break
-            if len(finished[b]) >= beam:
-                # fairseq's stopping rule: once `beam` hypotheses have finished, the sentence is done
-                done[b] = True
-            if t >= max_len_l[b]:
-                done[b] = True
+            kept = advance(zip(top_scores_l[b], beam_l[b], tok_l[b]), beam, finished[b],
+                           lambda bi, b=b: prefixes[b * beam + bi], lenpen)
+            for k, (s, bi, ti) in enumerate(kept):
+                new_scores[b][k], new_src[b][k], new_tok[b][k] = s, bi, ti
+            # fairseq's stopping rule: once `beam` hypotheses have finished, the sentence is done
+            done[b] = len(finished[b]) >= beam or t >= max_len_l[b]
         if all(done):
             break
         for b in range(bsz):
@@ -104,3 +80,49 @@ def beam_search(model, src: torch.Tensor, beam: int, max_len: torch.Tensor, lenp
         best = max(finished[b], key=lambda x: x[0])
         out.append(best if with_scores else best[1])
     return out
+
+
+def next_log_probs(logits: torch.Tensor, t: int, max_len: torch.Tensor, beam: int) -> torch.Tensor:
+    """The log-probabilities of step `t`'s next tokens: never padding, no end of sentence before MIN_LEN, and at a
+    hypothesis's maximum length every word but </s> barred, </s> keeping its log-probability, which counts in the
+    score (fairseq's sequence_generator.py)."""
+    lprobs = torch.log_softmax(logits.float(), dim=-1)
+    lprobs[:, PAD] = float("-inf")
+    if t < MIN_LEN:  # fairseq's min_len (1): no empty hypothesis
+        lprobs[:, EOS] = float("-inf")
+    force_eos = (t >= max_len).repeat_interleave(beam)
+    eos = lprobs[:, EOS].clone()
+    lprobs[force_eos] = float("-inf")
+    lprobs[:, EOS] = torch.where(force_eos, eos, lprobs[:, EOS])
+    return lprobs
+
+
+class Prefixes:
+    """The hypotheses' tokens so far, fetched from the device once in a step, when one first finishes."""
+
+    def __init__(self, tokens: torch.Tensor):
+        self.tokens, self.rows = tokens, None
+
+    def __getitem__(self, row: int) -> list[int]:
+        if self.rows is None:
+            self.rows = self.tokens[:, 1:].tolist()
+        return self.rows[row]
+
+
+def advance(candidates, beam: int, finished: list, prefix, lenpen: float) -> list[tuple[float, int, int]]:
+    """One sentence's step: of its candidates (score, beam, token), best first, the `beam` that continue. Only an
+    end of sentence among the top `beam` candidates finishes its hypothesis (fairseq), into `finished`, scored over
+    its length ** lenpen; `prefix(bi)` is beam bi's tokens so far."""
+    kept = []
+    for rank, (s, bi, ti) in enumerate(candidates):
+        if s == float("-inf"):
+            break
+        if ti == EOS:
+            if rank < beam and len(finished) < beam:
+                hyp = prefix(bi)
+                finished.append((s / (len(hyp) + 1) ** lenpen, hyp))
+        elif len(kept) < beam:
+            kept.append((s, bi, ti))
+        if len(kept) == beam and (rank >= beam - 1 or len(finished) >= beam):
+            break
+    return kept
