@@ -49,73 +49,86 @@ def from_fairseq(state: dict[str, torch.Tensor], variant: str) -> dict[str, torc
     for key, t in state.items():
         if key in used or _SKIP.search(key):
             continue
-        m = re.fullmatch(r"decoder\.embed_tokens\.embeddings\.(\d+)\.([01])\.weight", key)
-        if m:  # a band of the adaptive input: its embedding, its projection to d
-            out[f"embed_tokens.{'embeddings' if m[2] == '0' else 'projections'}.{m[1]}.weight"] = t
-            continue
-        if key.startswith("decoder.adaptive_softmax."):
-            if key == "decoder.adaptive_softmax.head.class_proj.weight":
-                out["softmax.cluster_logits.weight"] = t
-            elif not re.fullmatch(r"decoder\.adaptive_softmax\.(head\.word_proj|tail\.\d+\.[02])\.weight", key):
-                raise ValueError(f"fairseq parameter {key!r}: an adaptive softmax lnrepro does not map (untied?)")
-            continue  # the tied input matrices, mapped above
-        m = re.fullmatch(r"(encoder|decoder)\.layers\.(\d+)\.(self_attn|encoder_attn)\.in_proj_(weight|bias)", key)
-        if m:  # fairseq 0.8's fused projection
-            prefix = f"{m[1]}.layers.{m[2]}"
-            if m[3] == "self_attn":
-                out[f"{prefix}.self_attn.qkv_proj.{m[4]}"] = t
-            else:
-                d = t.shape[0] // 3
-                out[f"{prefix}.cross_attn.q_proj.{m[4]}"] = t[:d]
-                out[f"{prefix}.cross_attn.kv_proj.{m[4]}"] = t[d:]
-            continue
-        m = re.fullmatch(r"(encoder|decoder)\.history\.(weight|layer_norms\.\d+\.weight|layer_norms\.\d+\.bias)", key)
-        if m:  # DLCL's combination
-            out[f"{m[1]}.dlcl.{'weights' if m[2] == 'weight' else m[2].replace('layer_norms', 'norms')}"] = (
-                t.squeeze(-1) if m[2] == "weight" else t)
-            continue
-        m = re.fullmatch(r"(encoder|decoder)\.layers\.(\d+)\.layer_norms\.(\d)\.(weight|bias)", key)
-        if m:  # fairseq 0.5's numbered norms, in sublayer order
-            order = ["self_attn_layer_norm", "final_layer_norm"] if m[1] == "encoder" else \
-                ["self_attn_layer_norm", "encoder_attn_layer_norm", "final_layer_norm"]
-            out[f"{m[1]}.layers.{m[2]}.{norms[order[int(m[3])]]}.{m[4]}"] = t
-            continue
-        m = re.fullmatch(r"(encoder|decoder)\.layers\.(\d+)\.(attention|self|encoder|fc)_ratio_change", key)
-        if m:  # Admin's omega
-            out[f"{m[1]}.layers.{m[2]}.{_OMEGA[m[3]]}_residual.omega"] = t
-            continue
-        m = re.fullmatch(r"(encoder|decoder)\.layers\.(\d+)\.(.+)\.(weight|bias)", key)
-        if m is None:
-            stack = re.fullmatch(r"(encoder|decoder)\.layer_norm\.(weight|bias)", key)
-            if stack is None:
-                raise ValueError(f"fairseq parameter {key!r}: not a Transformer parameter lnrepro maps")
-            out[f"{stack[1]}.final_norm.{stack[2]}"] = t
-            continue
-        side, layer, part, kind = m.groups()
-        prefix = f"{side}.layers.{layer}"
-        if part in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "encoder_attn.k_proj",
-                    "encoder_attn.v_proj"):
-            continue  # concatenated below, from the query's entry
-        if part in norms:
-            if not (v.pre_norm or v.post_norm):
-                continue  # never applied: T-Fixup's fork builds its decoder's encoder_attn_layer_norm regardless
-            out[f"{prefix}.{norms[part]}.{kind}"] = t
-        elif part in ("fc1", "fc2"):
-            out[f"{prefix}.ffn.{part}.{kind}"] = t
-        elif part in ("self_attn.out_proj", "encoder_attn.out_proj"):
-            out[f"{prefix}.{'self_attn' if part.startswith('self') else 'cross_attn'}.out_proj.{kind}"] = t
-        elif part == "encoder_attn.q_proj":
-            out[f"{prefix}.cross_attn.q_proj.{kind}"] = t
-            out[f"{prefix}.cross_attn.kv_proj.{kind}"] = torch.cat(
-                [_need(state, f"{prefix}.encoder_attn.{p}_proj.{kind}") for p in "kv"])
-        else:
-            raise ValueError(f"fairseq parameter {key!r}: not a Transformer parameter lnrepro maps")
+        if not _map_special(key, t, norms, out):
+            _map_layer(key, t, state, v, norms, out)
     for key in state:
         m = re.fullmatch(r"(encoder|decoder)\.layers\.(\d+)\.self_attn\.q_proj\.(weight|bias)", key)
         if m:
             prefix = f"{m[1]}.layers.{m[2]}.self_attn"
             out[f"{prefix}.qkv_proj.{m[3]}"] = torch.cat([_need(state, f"{prefix}.{p}_proj.{m[3]}") for p in "qkv"])
     return out
+
+
+def _map_special(key: str, t: torch.Tensor, norms: dict[str, str], out: dict) -> bool:
+    """Map a parameter of the layouts other than fairseq 0.9+'s plain layer (adaptive input and softmax, 0.8's fused
+    projections, DLCL, 0.5's numbered norms, Admin's omega) into `out`; False where `key` is none of them."""
+    m = re.fullmatch(r"decoder\.embed_tokens\.embeddings\.(\d+)\.([01])\.weight", key)
+    if m:  # a band of the adaptive input: its embedding, its projection to d
+        out[f"embed_tokens.{'embeddings' if m[2] == '0' else 'projections'}.{m[1]}.weight"] = t
+        return True
+    if key.startswith("decoder.adaptive_softmax."):
+        if key == "decoder.adaptive_softmax.head.class_proj.weight":
+            out["softmax.cluster_logits.weight"] = t
+        elif not re.fullmatch(r"decoder\.adaptive_softmax\.(head\.word_proj|tail\.\d+\.[02])\.weight", key):
+            raise ValueError(f"fairseq parameter {key!r}: an adaptive softmax lnrepro does not map (untied?)")
+        return True  # the tied input matrices, mapped above
+    m = re.fullmatch(r"(encoder|decoder)\.layers\.(\d+)\.(self_attn|encoder_attn)\.in_proj_(weight|bias)", key)
+    if m:  # fairseq 0.8's fused projection
+        prefix = f"{m[1]}.layers.{m[2]}"
+        if m[3] == "self_attn":
+            out[f"{prefix}.self_attn.qkv_proj.{m[4]}"] = t
+        else:
+            d = t.shape[0] // 3
+            out[f"{prefix}.cross_attn.q_proj.{m[4]}"] = t[:d]
+            out[f"{prefix}.cross_attn.kv_proj.{m[4]}"] = t[d:]
+        return True
+    m = re.fullmatch(r"(encoder|decoder)\.history\.(weight|layer_norms\.\d+\.weight|layer_norms\.\d+\.bias)", key)
+    if m:  # DLCL's combination
+        out[f"{m[1]}.dlcl.{'weights' if m[2] == 'weight' else m[2].replace('layer_norms', 'norms')}"] = (
+            t.squeeze(-1) if m[2] == "weight" else t)
+        return True
+    m = re.fullmatch(r"(encoder|decoder)\.layers\.(\d+)\.layer_norms\.(\d)\.(weight|bias)", key)
+    if m:  # fairseq 0.5's numbered norms, in sublayer order
+        order = ["self_attn_layer_norm", "final_layer_norm"] if m[1] == "encoder" else \
+            ["self_attn_layer_norm", "encoder_attn_layer_norm", "final_layer_norm"]
+        out[f"{m[1]}.layers.{m[2]}.{norms[order[int(m[3])]]}.{m[4]}"] = t
+        return True
+    m = re.fullmatch(r"(encoder|decoder)\.layers\.(\d+)\.(attention|self|encoder|fc)_ratio_change", key)
+    if m:  # Admin's omega
+        out[f"{m[1]}.layers.{m[2]}.{_OMEGA[m[3]]}_residual.omega"] = t
+        return True
+    return False
+
+
+def _map_layer(key: str, t: torch.Tensor, state: dict, v, norms: dict[str, str], out: dict) -> None:
+    """Map a plain layer's parameter (or a stack's final norm) into `out`; a ValueError names one lnrepro does not
+    map."""
+    m = re.fullmatch(r"(encoder|decoder)\.layers\.(\d+)\.(.+)\.(weight|bias)", key)
+    if m is None:
+        stack = re.fullmatch(r"(encoder|decoder)\.layer_norm\.(weight|bias)", key)
+        if stack is None:
+            raise ValueError(f"fairseq parameter {key!r}: not a Transformer parameter lnrepro maps")
+        out[f"{stack[1]}.final_norm.{stack[2]}"] = t
+        return
+    side, layer, part, kind = m.groups()
+    prefix = f"{side}.layers.{layer}"
+    if part in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "encoder_attn.k_proj",
+                "encoder_attn.v_proj"):
+        return  # concatenated below, from the query's entry
+    if part in norms:
+        if not (v.pre_norm or v.post_norm):
+            return  # never applied: T-Fixup's fork builds its decoder's encoder_attn_layer_norm regardless
+        out[f"{prefix}.{norms[part]}.{kind}"] = t
+    elif part in ("fc1", "fc2"):
+        out[f"{prefix}.ffn.{part}.{kind}"] = t
+    elif part in ("self_attn.out_proj", "encoder_attn.out_proj"):
+        out[f"{prefix}.{'self_attn' if part.startswith('self') else 'cross_attn'}.out_proj.{kind}"] = t
+    elif part == "encoder_attn.q_proj":
+        out[f"{prefix}.cross_attn.q_proj.{kind}"] = t
+        out[f"{prefix}.cross_attn.kv_proj.{kind}"] = torch.cat(
+            [_need(state, f"{prefix}.encoder_attn.{p}_proj.{kind}") for p in "kv"])
+    else:
+        raise ValueError(f"fairseq parameter {key!r}: not a Transformer parameter lnrepro maps")
 
 
 def _need(state: dict, key: str) -> torch.Tensor:
