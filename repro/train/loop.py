@@ -18,7 +18,7 @@ import random
 import signal
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 from pathlib import Path
 
@@ -370,16 +370,12 @@ class SingleEngine:
 
 
 @dataclass
-class Member:
-    """One run in the loop: a standalone run, or one member of a group. Its own directory, checkpoint to resume
-    from, place in its seed's batch order, failure monitor, log window and status."""
+class Progress:
+    """What changes as a member trains: the checkpoint it resumes from (settled in set-up), its place in its seed's
+    batch order, its failure monitor, log window, how it ended and its stretches of training."""
 
-    resolved: ResolvedRecipe
-    run_dir: Path
-    existing: str | None = None
     state: dict | None = None  # the checkpoint it resumes from
     newest: Path | None = None
-    resuming: bool = False  # a stop request in its directory stands (a new run, --overwrite, drops it)
     finished: dict | None = None  # a group member that had ended before this resume: its status
     health: HealthMonitor | None = None
     epoch: int = 1
@@ -394,6 +390,19 @@ class Member:
     stretch_started: str = ""
     elapsed_before: float = 0.0
     tb: TensorBoard | None = None
+
+
+@dataclass(frozen=True)
+class Member:
+    """One run in the loop, a standalone run or one member of a group: what is fixed once its directory is opened
+    (its recipe, directory, what the directory held, whether a stop request there stands: a new run, --overwrite,
+    drops it), and what changes as it trains (`now`)."""
+
+    resolved: ResolvedRecipe
+    run_dir: Path
+    existing: str | None = None
+    resuming: bool = False
+    now: Progress = field(default_factory=Progress)
 
     @property
     def r(self):
@@ -411,18 +420,18 @@ class Member:
         """The batches of this member's next update: its seed's order, epoch after epoch."""
         def epoch_batches():
             batches = rank_batches(token_batches(train_data.sizes, batch_tokens(self.r), self.r.train.seed,
-                                                 self.epoch), d.rank, d.world, update_freq)
+                                                 self.now.epoch), d.rank, d.world, update_freq)
             if len(batches) // update_freq == 0:
                 raise ValueError(f"{corpus_dir}: the training split gives fewer batches than one update needs "
                                  f"({d.world * update_freq}); lower optim.gpus_per_update or data.max_tokens")
             return batches
-        if self.batches is None:
-            self.batches = epoch_batches()
-        if self.position >= len(self.batches) // update_freq:
-            self.epoch, self.position = self.epoch + 1, 0
-            self.batches = epoch_batches()
-        group = self.batches[self.position * update_freq:(self.position + 1) * update_freq]
-        self.position += 1
+        if self.now.batches is None:
+            self.now.batches = epoch_batches()
+        if self.now.position >= len(self.now.batches) // update_freq:
+            self.now.epoch, self.now.position = self.now.epoch + 1, 0
+            self.now.batches = epoch_batches()
+        group = self.now.batches[self.now.position * update_freq:(self.now.position + 1) * update_freq]
+        self.now.position += 1
         if merge > 1:  # a GPU's larger batch: the same batches, `merge` of them per forward
             group = [np.concatenate(group[i:i + merge]) for i in range(0, len(group), merge)]
         return group
@@ -459,7 +468,7 @@ def open_member(resolved: ResolvedRecipe, run_dir: Path, resume: bool, overwrite
                           f"{' with ' + ' '.join(resolved.overrides) if resolved.overrides else ''} resolves to "
                           f"{resolved.hash()}: resume with the same recipe and --set values, or pass "
                           f"--allow-recipe-change")
-    return Member(resolved, Path(run_dir), existing, state, newest, resuming=resume)
+    return Member(resolved, Path(run_dir), existing, resume, Progress(state, newest))
 
 
 def align_group(members: list[Member], resume: bool) -> None:
@@ -470,27 +479,27 @@ def align_group(members: list[Member], resume: bool) -> None:
     if resume:
         for m in members:
             if m.status_path.is_file():
-                m.finished = json.loads(m.status_path.read_text())
-    live = [m for m in members if m.finished is None]
+                m.now.finished = json.loads(m.status_path.read_text())
+    live = [m for m in members if m.now.finished is None]
     for m in live:  # progress made outside this group is never thrown away to align with it
-        if m.state is not None and "group" not in m.state and len(live) > 1:
-            raise RunDirError(f"{m.run_dir} holds a run trained alone (resumable from {m.newest.name}): a group "
+        if m.now.state is not None and "group" not in m.now.state and len(live) > 1:
+            raise RunDirError(f"{m.run_dir} holds a run trained alone (resumable from {m.now.newest.name}): a group "
                               f"starts its members together; resume it alone (lnrepro train ... --seed "
                               f"{m.r.train.seed} --run-dir {m.run_dir} --resume) or move it away first")
-    steps = [m.state["step"] if m.state else 0 for m in live]
+    steps = [m.now.state["step"] if m.now.state else 0 for m in live]
     common = min(steps, default=0)
     for m, s in zip(live, steps):
         if s == common:
             continue
         if common == 0:  # a member without any checkpoint: the whole group starts again
-            m.state = m.newest = None
+            m.now.state = m.now.newest = None
         else:
-            m.newest = next((p for p in checkpoint.resumable(m.run_dir) if checkpoint.step_of(p) == common), None)
-            if m.newest is None:
+            m.now.newest = next((p for p in checkpoint.resumable(m.run_dir) if checkpoint.step_of(p) == common), None)
+            if m.now.newest is None:
                 held = ", ".join(p.name for p in checkpoint.resumable(m.run_dir))
                 raise RunDirError(f"{m.run_dir}: the group's members meet at update {common}, but this member holds "
                                   f"no checkpoint of it ({held}): resume it alone, or start the group with --overwrite")
-            m.state = checkpoint.load(m.newest)
+            m.now.state = checkpoint.load(m.now.newest)
 
 
 def train_run(resolved: ResolvedRecipe, run_dir: Path, data_root: Path, resume: bool = False,
@@ -545,8 +554,8 @@ def _train(recipes: list[ResolvedRecipe], run_dirs: list[Path], data_root: Path,
         # end; a changed recipe (--allow-recipe-change) continues it
         m = members[0]
         ended = json.loads(m.status_path.read_text())
-        if (ended.get("status") in ("completed", "failed") and m.state is not None
-                and m.state.get("step") == ended.get("step") and m.state.get("recipe_hash") == m.resolved.hash()):
+        if (ended.get("status") in ("completed", "failed") and m.now.state is not None
+                and m.now.state.get("step") == ended.get("step") and m.now.state.get("recipe_hash") == m.resolved.hash()):
             return [ended]
     training = Training(members, data_root, cuda_graphs, tokens_per_gpu, tensorboard, on_finish)
     return training.run()
@@ -578,7 +587,7 @@ class Training:
     def __init__(self, members: list[Member], data_root: Path, cuda_graphs: bool, tokens_per_gpu: int | None,
                  tensorboard: bool, on_finish):
         self.members, self.on_finish = members, on_finish
-        self.live = [m for m in members if m.finished is None]
+        self.live = [m for m in members if m.now.finished is None]
         r = self.r = members[0].r
         d = self.d = setup_distributed()
         self.device = torch.device(f"cuda:{d.local_rank}" if torch.cuda.is_available() else "cpu")
@@ -598,7 +607,7 @@ class Training:
         self.group = ({"runs": [str(m.run_dir) for m in self.live], "seeds": [m.r.train.seed for m in self.live]}
                       if len(self.live) > 1 else None)
         self.engine = self._engine(meta, cuda_graphs)
-        resumed = next((m.state for m in self.live if m.state is not None), None)
+        resumed = next((m.now.state for m in self.live if m.now.state is not None), None)
         self.step = resumed["step"] if resumed else 0
         if resumed:  # a group's members hold the same random state: the group's
             torch.set_rng_state(resumed["rng"]["torch"])
@@ -607,10 +616,10 @@ class Training:
                 torch.cuda.set_rng_state(resumed["rng"]["cuda"])
         for m in self.live:
             # a member that ended at a stop request and was killed before its status: it ends here again, as it did
-            m.stopped = m.state.get("stopped") if m.state else None
-            m.window = {**new_window(), **(m.state.get("window", {}) if m.state else {})}
-            m.state = None  # loaded: free it
-            m.tb = TensorBoard(m.run_dir, self.step) if tensorboard and d.main else None
+            m.now.stopped = m.now.state.get("stopped") if m.now.state else None
+            m.now.window = {**new_window(), **(m.now.state.get("window", {}) if m.now.state else {})}
+            m.now.state = None  # loaded: free it
+            m.now.tb = TensorBoard(m.run_dir, self.step) if tensorboard and d.main else None
         self.t0, self.c0 = time.time(), time.process_time()
         self.from_update = self.step
         self.saved_at = time.time()
@@ -627,22 +636,22 @@ class Training:
         if len(self.members) == 1:
             optimizer = make_optimizer(models[0].parameters(), r.optim.lr, r.optim.betas, r.optim.eps,
                                        r.optim.weight_decay)
-            if self.live[0].state is not None:
-                load_optimizer_state(optimizer, self.live[0].state["optimizer"])
+            if self.live[0].now.state is not None:
+                load_optimizer_state(optimizer, self.live[0].now.state["optimizer"])
             return SingleEngine(models[0], optimizer, r, self.d, self.device, cuda_graphs)
         if self.live:
-            return GroupEngine(models, [m.state and m.state["optimizer"] for m in self.live],
+            return GroupEngine(models, [m.now.state and m.now.state["optimizer"] for m in self.live],
                                [m.resolved for m in self.live], self.device)
         return None
 
     # -- what the phases write ------------------------------------------------------------------------------
     def segments(self, m: Member) -> list[dict]:
-        this = {"started": m.stretch_started, "commit": m.status["commit"], "model_code": m.status["model_code"],
-                "hardware": m.status["hardware"], "from_update": self.from_update, "to_update": self.step,
+        this = {"started": m.now.stretch_started, "commit": m.now.status["commit"], "model_code": m.now.status["model_code"],
+                "hardware": m.now.status["hardware"], "from_update": self.from_update, "to_update": self.step,
                 "duration_s": round(time.time() - self.t0, 1), "cpu_s": round(time.process_time() - self.c0, 1),
                 **({"group_size": len(self.live)} if self.group else {}),
                 **({"cuda_graphs": self.engine.counts()} if self.engine.counts() else {})}
-        return m.earlier + [this]
+        return m.now.earlier + [this]
 
     def save_checkpoints(self, runs: list[Member], kind: str = "checkpoint", prune: bool = True) -> None:
         """Every member's checkpoint of this update: a save_interval one, or (`kind` "resume") one on wall time or
@@ -654,12 +663,12 @@ class Training:
                "cuda": torch.cuda.get_rng_state() if torch.cuda.is_available() else None}
         for m in runs:
             model_state, optimizer_state = self.engine.member_state(self.active.index(m))
-            state = {"model": model_state, "optimizer": optimizer_state, "step": self.step, "epoch": m.epoch,
-                     "position": m.position, "elapsed": m.elapsed_before + time.time() - self.t0,
-                     "health": m.health.state_dict(), "segments": self.segments(m), "rng": rng,
-                     "recipe_hash": m.resolved.hash(), **({"group": m.status["group"]} if "group" in m.status else {}),
-                     "window": {k: v for k, v in m.window.items() if k != "time"},  # sums toward the next log line
-                     **({"stopped": m.stopped} if m.stopped else {})}  # its end, should the status not follow
+            state = {"model": model_state, "optimizer": optimizer_state, "step": self.step, "epoch": m.now.epoch,
+                     "position": m.now.position, "elapsed": m.now.elapsed_before + time.time() - self.t0,
+                     "health": m.now.health.state_dict(), "segments": self.segments(m), "rng": rng,
+                     "recipe_hash": m.resolved.hash(), **({"group": m.now.status["group"]} if "group" in m.now.status else {}),
+                     "window": {k: v for k, v in m.now.window.items() if k != "time"},  # sums toward the next log line
+                     **({"stopped": m.now.stopped} if m.now.stopped else {})}  # its end, should the status not follow
             checkpoint.save(state, m.run_dir, self.step, keep_last=None, kind=kind)
         if prune:
             self.prune_all(runs)
@@ -671,34 +680,34 @@ class Training:
 
     def finish(self, m: Member) -> None:
         """Write the member's status.json: the run has ended (completed, or failed)."""
-        m.status.update({"status": "failed" if m.failed else "completed", "reason": m.failed or m.stopped or "",
+        m.now.status.update({"status": "failed" if m.now.failed else "completed", "reason": m.now.failed or m.now.stopped or "",
                          "step": self.step, "finished": now(),
-                         "duration_s": round(m.elapsed_before + time.time() - self.t0, 1),
+                         "duration_s": round(m.now.elapsed_before + time.time() - self.t0, 1),
                          "recipe": str(m.resolved.path), "recipe_hash": m.resolved.hash(),
                          "scale": m.resolved.scale, "overrides": m.resolved.overrides, "seed": m.r.train.seed,
                          "segments": self.segments(m)})
-        if m.tb:
-            m.tb.close()
+        if m.now.tb:
+            m.now.tb.close()
         if self.d.main:
-            atomic_write_text(m.status_path, json.dumps(m.status, indent=2) + "\n")
+            atomic_write_text(m.status_path, json.dumps(m.now.status, indent=2) + "\n")
         if self.on_finish is not None:
-            self.on_finish(self.members.index(m), m.status)
+            self.on_finish(self.members.index(m), m.now.status)
 
     def log(self, m: Member, row: dict) -> None:
         if self.d.main:
             append_jsonl(m.log_path, row)
-            if m.tb:
-                m.tb.row(row)
+            if m.now.tb:
+                m.now.tb.row(row)
 
     # -- members that end early ----------------------------------------------------------------------------
     def drop_ended(self) -> None:
         """Members that failed, or were asked to stop, leave the group here; the others train on. Their status is
         written at the end of the update (`end_members`), after the others' checkpoints."""
-        keep = [m.failed is None and m.stopped is None for m in self.active]
+        keep = [m.now.failed is None and m.now.stopped is None for m in self.active]
         if all(keep):
             return
         gone = [m for m, k in zip(self.active, keep) if not k]
-        stopped = [m for m in gone if m.failed is None]
+        stopped = [m for m in gone if m.now.failed is None]
         if stopped:  # its last update's weights, as a run at its end keeps them
             self.save_checkpoints(stopped, prune=False)
         self.ended.extend(gone)
@@ -730,15 +739,15 @@ class Training:
 
     def validate(self) -> None:
         for m, v in zip(self.active, self.engine.validate(self.valid_data, batch_tokens(self.r))):
-            m.last_valid = v
+            m.now.last_valid = v
             self.log(m, {"step": self.step, "valid_nll": v})
-            m.failed = m.health.check_valid(self.step, v)
+            m.now.failed = m.now.health.check_valid(self.step, v)
 
     def ask_stops(self) -> None:
         """Stop requests, read at a log line or a validation (at most log_interval updates late)."""
         for m in self.active:
             asked = stop_reason(m.run_dir, self.d, self.device)  # on every process: it may all-reduce
-            m.stopped = None if m.failed else asked
+            m.now.stopped = None if m.now.failed else asked
 
     def checkpoint(self) -> None:
         """The update's checkpoint, if any: at a member's end, at save_interval, or on wall time at a log line."""
@@ -765,7 +774,7 @@ class Training:
                 self.train_step()
                 bar.advance(1)
                 if self.d.main and self.step % r.train.log_interval == 0:
-                    bar.update(status=bar_status(self.active[0].window["last"], self.active[0].last_valid) +
+                    bar.update(status=bar_status(self.active[0].now.window["last"], self.active[0].now.last_valid) +
                                (f" ({len(self.active)} of {len(members)} training)" if self.group else ""))
                 self.drop_ended()
                 at_validation = self.step % r.train.validate_interval == 0
@@ -781,7 +790,7 @@ class Training:
         self.finish_all(interrupted)
         if self.d.world > 1:
             dist.barrier()
-        return [m.finished if m.finished is not None else m.status for m in members]
+        return [m.now.finished if m.now.finished is not None else m.now.status for m in members]
 
     def finish_all(self, interrupted: str | None) -> None:
         """The end: a stopped process checkpoints to resume from; a finished training validates its last update
@@ -791,10 +800,10 @@ class Training:
             if self.step % r.train.save_interval:  # to resume from, never averaged
                 self.save_checkpoints(self.active, kind="resume")
             for m in self.active:
-                if m.tb:
-                    m.tb.close()
+                if m.now.tb:
+                    m.now.tb.close()
                 # no status.json: the run directory reads as unfinished, resumable from the checkpoint just written
-                m.status.update({"status": "interrupted", "reason": f"{interrupted} at update {self.step}",
+                m.now.status.update({"status": "interrupted", "reason": f"{interrupted} at update {self.step}",
                                  "step": self.step})
             return
         # (a resumed run that had already ended validated this update then: its log keeps that row)
@@ -804,8 +813,8 @@ class Training:
             for m, v, n in zip(self.active, self.engine.validate(self.valid_data, batch_tokens(r)), need):
                 if n:
                     self.log(m, {"step": self.step, "valid_nll": v})
-                    m.failed = m.health.check_valid(self.step, v)
-        done = [m for m in self.active if m.failed is None]
+                    m.now.failed = m.now.health.check_valid(self.step, v)
+        done = [m for m in self.active if m.now.failed is None]
         if done and self.step % r.train.save_interval:
             self.save_checkpoints(done)
         for m in self.active:
@@ -820,7 +829,7 @@ def new_window() -> dict:
 
 def take_update(m: Member, res: dict, step: int, lr: float, t0: float, log) -> None:
     """One update's results for a member: its window sums, the failure rule, and a log row every log_interval."""
-    w = m.window
+    w = m.now.window
     w["loss"] += res["loss"]
     w["nll"] += res["nll"]
     w["tokens"] += res["tokens"]
@@ -828,22 +837,22 @@ def take_update(m: Member, res: dict, step: int, lr: float, t0: float, log) -> N
     w["grad_norm"] += res["grad_norm"]
     if res["skipped"]:
         w["skipped"] += 1
-        m.status["fp16_skipped_steps"] = m.status.get("fp16_skipped_steps", 0) + 1
+        m.now.status["fp16_skipped_steps"] = m.now.status.get("fp16_skipped_steps", 0) + 1
     loss_now = res["loss"] / max(res["tokens"], 1)
     if not math.isfinite(loss_now):
-        m.failed = f"loss became {loss_now} at update {step}"
+        m.now.failed = f"loss became {loss_now} at update {step}"
     elif not math.isfinite(res["grad_norm"]) and "loss_scale" not in res:  # fp16 skips such steps by design
-        m.failed = f"gradient norm became {res['grad_norm']} at update {step}"
-    if step % m.r.train.log_interval == 0 or m.failed:
+        m.now.failed = f"gradient norm became {res['grad_norm']} at update {step}"
+    if step % m.r.train.log_interval == 0 or m.now.failed:
         dt = time.time() - w["time"]
-        row = {"step": step, "epoch": m.epoch, "lr": lr, "loss": w["loss"] / max(w["tokens"], 1),
+        row = {"step": step, "epoch": m.now.epoch, "lr": lr, "loss": w["loss"] / max(w["tokens"], 1),
                "nll": w["nll"] / max(w["tokens"], 1), "grad_norm": w["grad_norm"] / w["updates"],
-               "tokens_per_s": w["tokens"] / max(dt, 1e-9), "time": time.time() - t0 + m.elapsed_before,
+               "tokens_per_s": w["tokens"] / max(dt, 1e-9), "time": time.time() - t0 + m.now.elapsed_before,
                **({"fp16_skipped": w["skipped"], "loss_scale": res["loss_scale"]} if "loss_scale" in res else {})}
-        m.failed = m.failed or m.health.check(step, row["loss"])
+        m.now.failed = m.now.failed or m.now.health.check(step, row["loss"])
         log(m, row)
-        m.window = new_window()
-        m.window["last"] = row
+        m.now.window = new_window()
+        m.now.window["last"] = row
 
 
 def prepare_member(m: Member, d: Dist, meta: dict, update_freq: int, merge: int, group: dict | None) -> None:
@@ -851,40 +860,40 @@ def prepare_member(m: Member, d: Dist, meta: dict, update_freq: int, merge: int,
     place in its batch order."""
     r = m.r
     variant_warms = get_variant(r.model.variant).warmup
-    m.health = HealthMonitor(r.optim.warmup_updates if variant_warms else 0,
+    m.now.health = HealthMonitor(r.optim.warmup_updates if variant_warms else 0,
                              effective_window(r.train.divergence_window, r.optim.max_updates, r.train.log_interval),
                              vocab_size=meta["vocab_size"])
     if d.main:
         m.run_dir.mkdir(parents=True, exist_ok=True)
-        if m.existing and m.state is None:  # --overwrite, or a start that never checkpointed: cleared only now
+        if m.existing and m.now.state is None:  # --overwrite, or a start that never checkpointed: cleared only now
             # that data and model are ready
             for stale in [m.log_path, m.status_path, m.run_dir / "admin_profile.json",
                           *([] if m.resuming else [m.run_dir / STOP_FILE]), *checkpoint.resumable(m.run_dir)]:
                 stale.unlink(missing_ok=True)
                 Path(f"{stale}.sha256").unlink(missing_ok=True)
         (m.run_dir / "recipe.yaml").write_text(f"# {m.resolved.path} at scale {m.resolved.scale}\n" + dump_yaml(r))
-    m.status = {"status": "running", "reason": "", "step": 0, "started": now(), "commit": git_commit(),
+    m.now.status = {"status": "running", "reason": "", "step": 0, "started": now(), "commit": git_commit(),
                 "model_code": model_code.current(r.model.variant),
                 "hardware": hardware(d.world), "update_freq": update_freq,
                 "data": corpus_fingerprint(r.data.corpus, meta),
                 "batching": {"tokens_per_gpu": batch_tokens(r) * merge, "batches_per_forward": merge,
                              "forwards_per_update": update_freq // merge},
                 **({"group": group} if group else {})}
-    m.stretch_started = m.status["started"]
+    m.now.stretch_started = m.now.status["started"]
     # A run resumed on another day, commit or machine keeps one entry per stretch of training, so its record says
     # where every update was made and at what pace (its seconds, and its hardware with the CPU threads); the first
     # entry's start is the run's. The process's CPU seconds (all its threads) tell whether the stretch had its
     # threads' cores to itself or shared them with other work, which slows it. A group's stretch is the group's.
-    m.earlier = m.state.get("segments", []) if m.state is not None else []
-    if m.earlier:
-        m.status["started"] = m.earlier[0]["started"]
-    if m.state is not None:
-        m.epoch, m.position = m.state["epoch"], m.state["position"]
-        m.elapsed_before = m.state.get("elapsed", 0.0)
-        m.health.load_state_dict(m.state["health"])
+    m.now.earlier = m.now.state.get("segments", []) if m.now.state is not None else []
+    if m.now.earlier:
+        m.now.status["started"] = m.now.earlier[0]["started"]
+    if m.now.state is not None:
+        m.now.epoch, m.now.position = m.now.state["epoch"], m.now.state["position"]
+        m.now.elapsed_before = m.now.state.get("elapsed", 0.0)
+        m.now.health.load_state_dict(m.now.state["health"])
         if d.main:
-            truncate_log(m.log_path, m.state["step"])
-            console.print(f"resumed from {m.newest.name} (update {m.state['step']})" +
+            truncate_log(m.log_path, m.now.state["step"])
+            console.print(f"resumed from {m.now.newest.name} (update {m.now.state['step']})" +
                           (f" in {m.run_dir}" if group else ""), markup=False, highlight=False)
 
 
@@ -906,6 +915,6 @@ def build_member(m: Member, meta: dict, train_data, device, d: Dist):
         if d.world > 1:
             dist.barrier()
         load_admin_profile(model, profile_path)
-    if m.state is not None:
-        model.load_state_dict(m.state["model"])
+    if m.now.state is not None:
+        model.load_state_dict(m.now.state["model"])
     return model
