@@ -8,11 +8,10 @@ import math
 from pathlib import Path
 
 from repro.figures.output import save_figure
-from repro.model.variants import VARIANTS
 from repro.results import current_records, record_log
+from repro.tables.spec import TITLES
 
 VARIANT_ORDER = ("post_ln", "pre_ln", "b2t")
-TITLES = {v: VARIANTS[v].title for v in VARIANT_ORDER}  # the variant table's own titles
 
 
 def figure_from_runs(number: int, out: Path, json_path: Path | None, results_dir: Path, scale: str,
@@ -28,7 +27,7 @@ def figure_from_runs(number: int, out: Path, json_path: Path | None, results_dir
     log = lambda r: record_log(results_dir, r)  # the log committed beside the record, else the run directory's
     depth = {1: "18L-18L", 6: "18L-18L", 9: "36L-36L"}.get(number)
     data: dict = {}
-    labels = dict(TITLES)  # a curve drawn from one run names its seed and whether that run failed
+    labels = {v: TITLES[v] for v in VARIANT_ORDER}  # a curve drawn from one run names its seed and whether that run failed
     if depth:
         wanted = {f"{depth}-{v}": v for v in VARIANT_ORDER}
         key = "loss" if number == 1 else "valid_nll"
