@@ -254,6 +254,16 @@ class ResolvedRecipe:
         d["train"].pop("seed")
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
+    def run_folder(self, parent: Path) -> Path:
+        """This run's folder under `parent` (run_folder), with the hash of its recipe where overrides made it."""
+        return run_folder(parent, self.name, self.scale, self.recipe.train.seed, self.hash() if self.overrides else "")
+
+
+def run_folder(parent: Path, recipe_name: str, scale: str, seed: int, tag: str = "") -> Path:
+    """A run's folder where none is named: its recipe, scale and seed, and with `--set` the hash of the overrides'
+    recipe (`tag`), so that an ablation never meets the recipe's own run."""
+    return Path(parent) / f"{recipe_name.replace('/', '-')}-{scale}{'-' + tag if tag else ''}-s{seed}"
+
 
 # -- loading --------------------------------------------------------------------------------------------------
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from repro.claims import CLAIMS, claim_cells, task_folder
+from repro.progress import console
 from repro.verdicts import evaluate_claims
-
 
 
 def default_runs() -> Path:
@@ -228,6 +228,7 @@ def jobs(sets: list[DecisiveSet], results_dir: Path, runs_dir: Path, data_root: 
     (repro/reproduce.py: lanes, grouping a cell's seeds on a GPU), a calibration setting's runs as
     `lnrepro calibrate` trains them."""
     from repro import calibration, calibration_v2_1
+    from repro.config import run_folder
     from repro.pace import recipe_updates
     from repro.reproduce import PlannedRun, lane_name, lane_steps, lanes, run_state
     from repro.launch import Job
@@ -248,7 +249,7 @@ def jobs(sets: list[DecisiveSet], results_dir: Path, runs_dir: Path, data_root: 
             if (name, seed) in seen:
                 continue
             seen.add((name, seed))
-            run = PlannedRun(name, scale, seed, runs_dir / f"{name.replace('/', '-')}-{scale}-s{seed}")
+            run = PlannedRun(name, scale, seed, run_folder(runs_dir, name, scale, seed))
             run.state, run.detail = run_state(run, results_dir)
             planned.append(run)
         for lane in lanes(planned, "auto", on_gpu):
@@ -278,3 +279,31 @@ def watch(sets: list[DecisiveSet], results_dir: Path, runs_dir: Path):
         for t, spec in specs.items():
             calibration.stop_settled(spec, *where(t))
     return collect, settle
+
+
+def run(sets: list[DecisiveSet], hours: float | None, limit: int | None, at_once: int | None, runs_dir: Path,
+        data_root: Path, results_dir: Path, on_gpu: bool, scale: str = "mini") -> None:
+    """`lnrepro queue --run`: train the queued sets that fit `hours` (the first `limit`), in order, `at_once` at
+    once (default one per core on a CPU, one on a GPU), collecting each record as its run ends. A job that does not
+    finish is a ValueError naming it."""
+    from repro.launch import default_threads, run_jobs
+    from repro.options import check_folder
+    chosen = within(sets, hours)[:limit]
+    check_folder(runs_dir, "--runs")
+    parallel = at_once or (1 if on_gpu else os.cpu_count() or 1)
+    if parallel < 1:
+        raise ValueError(f"--jobs {parallel}: expected at least 1")
+    todo = jobs(chosen, results_dir, runs_dir, data_root, on_gpu, scale)
+    if not todo:
+        console.print("nothing queued to train", markup=False)
+        return
+    collect, settle = watch(chosen, results_dir, runs_dir)
+    console.print(f"training {len(todo)} job(s), {min(parallel, len(todo))} at once, in {runs_dir}", markup=False,
+                  highlight=False)
+    done = run_jobs(todo, parallel, default_threads(parallel, len(todo)), on_finish=collect, on_tick=settle,
+                    tick_s=30.0)
+    collect()
+    bad = [j.name for j in done if j.state != "done"]
+    if bad:
+        raise ValueError(f"jobs that did not finish: {', '.join(bad)} (their logs are in their run folders under "
+                         f"{runs_dir})")

@@ -15,6 +15,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
+from repro.config import run_folder
 from repro.files import read_json
 from repro.pace import (calibration_timings, depth, estimate, group_gain, machines_of, measured_estimate, measured_rates,
                         recipe_updates, stretch_paces, wall_time)
@@ -98,7 +99,7 @@ def plan(table: int, scale: str, seeds: int, cells: list[str], results_dir: Path
         if current_hash(name, scale) is None:
             raise ValueError(f"recipes/{name}.yaml: no {scale!r} scale in this recipe")
         for seed in range(1, seeds + 1):
-            run = PlannedRun(name, scale, seed, runs_dir / f"{name.replace('/', '-')}-{scale}-s{seed}")
+            run = PlannedRun(name, scale, seed, run_folder(runs_dir, name, scale, seed))
             run.state, run.detail = run_state(run, results_dir)
             out.append(run)
     threads = threads or launch_threads(out, jobs)

@@ -120,3 +120,18 @@ def render_claims(results_dir: Path, scale: str, fmt: str = "text", rules: str =
         out += [fill(f"[{r['verdict']}] {r['claim']} ({r['source']}{'; ' + where if where else ''})"),
                 fill(r["evidence"], "    ")]
     return "\n".join(out) + "\n"
+
+
+def render_verdicts(results_dir: Path, scale: str, fmt: str, rules: str | None, changed: bool) -> str | None:
+    """`lnrepro claims`: every claim's verdict under `rules` (default the current version), or with `changed` the
+    verdicts that changed from the version before it."""
+    rules = rules or judging.CURRENT
+    if rules not in judging.RULES:
+        raise ValueError(f"--rules {rules!r}: expected one of {', '.join(judging.RULES)}")
+    versions = list(judging.RULES)
+    if changed and rules == versions[0]:
+        raise ValueError(f"--changed --rules {rules}: {rules} is the first version; nothing came before it")
+    if changed:
+        return render_changed(results_dir, scale, versions[versions.index(rules) - 1], rules,
+                              "markdown" if fmt == "markdown" else "text")
+    return render_claims(results_dir, scale, fmt, rules)

@@ -263,7 +263,7 @@ def test_unbuilt_and_unknown_prepare_exit_2():
 
 
 def test_every_corpus_a_recipe_names_has_a_prepare_command_that_exists():
-    from repro.cli import DATASETS
+    from repro.data.prepare import DATASETS
     from repro.config import SCALES
     from repro.data.corpora import PREPARE_COMMANDS
     corpora = set()

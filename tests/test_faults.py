@@ -365,7 +365,7 @@ def test_arguments_out_of_range_are_one_line_before_any_work(tmp_path, monkeypat
     from typer.testing import CliRunner
     import repro.cli
     real_access = os.access
-    monkeypatch.setattr(repro.cli.os, "access", lambda path, mode: False if mode == os.W_OK else real_access(path, mode))
+    monkeypatch.setattr(repro.options.os, "access", lambda path, mode: False if mode == os.W_OK else real_access(path, mode))
     r = CliRunner().invoke(repro.cli.app, ["train", recipe, "--scale", "tiny", "--results", str(tmp_path / "ro"),
                                            "--run-dir", str(tmp_path / "run")])
     assert r.exit_code == 2 and "is not writable" in r.output and not (tmp_path / "run").exists()
@@ -578,7 +578,7 @@ def test_killing_reproduce_stops_its_trainings(tiny_root, tmp_path):
 def test_hostile_round_three_inputs_are_one_line(tmp_path):
     """A recipe's `scales` as a list, a run folder whose status.json is a list, lacks its recipe or names a file
     outside recipes/, --seeds that are not plain decimal ranges or too many: each one line, exit 2."""
-    from repro.cli import MAX_GROUP_SEEDS, parse_seeds
+    from repro.training_run import MAX_GROUP_SEEDS, parse_seeds
     bad = REPO / "recipes" / "zz-scales-list.yaml"
     bad.write_text("base: base/mt.yaml\nmodel: {variant: b2t, encoder_layers: 6, decoder_layers: 6}\n"
                    "scales: [mini, tiny]\n")

@@ -8,7 +8,8 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from repro.cli import app, parse_seeds
+from repro.cli import app
+from repro.training_run import parse_seeds
 from repro.config import resolve
 from repro.data.text import PAD, read_meta
 from repro.model.build import build_model

@@ -92,7 +92,7 @@ def test_resume_equals_uninterrupted(tiny_root, tmp_path):
     # ...and the process's CPU seconds (did it have its cores alone): on a fast machine both tiny stretches round to 0.0
     assert all(isinstance(s["cpu_s"], float) and s["cpu_s"] >= 0 for s in (first, second))
     assert [(s["from_update"], s["to_update"]) for s in full["segments"]] == [(0, 6)]
-    from repro.cli import run_record
+    from repro.training_run import run_record
     whole = run_record(tmp_path / "full", full, resolve(recipe, "tiny", sets), {})
     assert "segments" not in whole and whole["cpu_s"] == full["segments"][0]["cpu_s"]
     cut = run_record(tmp_path / "cut", resumed, resolve(recipe, "tiny", sets), {})

@@ -487,13 +487,12 @@ def test_every_text_listing_fits_80_columns_without_markdown(tmp_path):
 def test_an_ablation_shows_beside_the_recipes_cells_and_in_runs(tmp_path):
     """Runs with --set (an ablation) get a folder of their own by default, `table N --set` shows their cells beside
     the recipe's, and `runs` lists them apart with their overrides."""
-    from repro.cli import default_run_dir
     from repro.config import resolve
     sets = ["optim.lr=0.0005"]
     recipes = Path(__file__).resolve().parents[1] / "recipes"
     ablated = resolve(recipes / "6L-6L-b2t.yaml", "mini", sets + ["train.seed=2"])
-    assert default_run_dir(Path("runs"), ablated) == Path(f"runs/6L-6L-b2t-mini-{ablated.hash()}-s2")
-    assert default_run_dir(Path("runs"), resolve(recipes / "6L-6L-b2t.yaml", "mini")) == Path(
+    assert ablated.run_folder(Path("runs")) == Path(f"runs/6L-6L-b2t-mini-{ablated.hash()}-s2")
+    assert resolve(recipes / "6L-6L-b2t.yaml", "mini").run_folder(Path("runs")) == Path(
         "runs/6L-6L-b2t-mini-s1")
     fixture_records(tmp_path)
     for seed, avg in ((1, 22.0), (2, 24.0)):
