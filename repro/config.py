@@ -592,16 +592,19 @@ def resolve(path: str | Path, scale: str = "paper", sets: list[str] | None = Non
     return ResolvedRecipe(path=path, scale=scale, recipe=recipe, overrides=overrides)
 
 
-TASK_ONLY = {"LM only:": "lm", "ASR only:": "asr"}  # how a field's docstring marks a key of one task
+# The keys only one task reads (their docstrings above say so too): another task's recipe refuses them, and its
+# resolved recipe leaves them out.
+TASK_ONLY = {"data.tokens_per_sample": "lm", "model.adaptive_cutoffs": "lm", "model.adaptive_factor": "lm",
+             "model.adaptive_softmax_dropout": "lm", "eval.context_window": "lm",
+             "data.specaugment": "asr", "model.input_features": "asr", "model.conv_channels": "asr"}
 NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*")
 
 
 def check_task_keys(data: dict, task: str, where: str) -> None:
     """A key that only another task reads is refused: it would change the recipe's hash and do nothing."""
-    for key, doc in field_docs():
-        owner = next((t for mark, t in TASK_ONLY.items() if doc.startswith(mark)), None)
-        section, name = key.split(".") if "." in key else ("", key)
-        if owner is not None and owner != task and name in (data.get(section) or {}):
+    for key, owner in TASK_ONLY.items():
+        section, name = key.split(".")
+        if owner != task and name in (data.get(section) or {}):
             raise RecipeError(f"{where} {key}: a key of task {owner} only, not of {task}")
 
 
@@ -609,9 +612,8 @@ def dump_yaml(recipe: Recipe) -> str:
     """The resolved recipe as YAML, without the scales and without keys that only another task reads."""
     d = recipe.to_dict()
     d.pop("scales", None)
-    for key, doc in field_docs():
-        task = next((t for mark, t in TASK_ONLY.items() if doc.startswith(mark)), None)
-        if task is not None and task != recipe.task:
+    for key, task in TASK_ONLY.items():
+        if task != recipe.task:
             section, name = key.split(".")
             d[section].pop(name, None)
     return yaml.safe_dump(d, sort_keys=False)

@@ -241,6 +241,11 @@ def test_schema_fields_are_documented():
     from repro.config import field_docs
     docs = field_docs()
     assert len(docs) > 40 and all(doc for _, doc in docs), [k for k, d in docs if not d]
+    # the keys of one task are data (TASK_ONLY), and their docstrings say which task reads them
+    from repro.config import TASK_ONLY
+    marks = {"lm": "LM only:", "asr": "ASR only:"}
+    said = {key: task for key, doc in docs for task, mark in marks.items() if doc.startswith(mark)}
+    assert said == TASK_ONLY
 
 
 def test_cli_help_version_recipes():

@@ -145,9 +145,8 @@ def admin_profile(model: nn.Module, run_forward) -> dict[str, list[list[float]]]
 
 
 def save_admin_profile(profile: dict, path: Path) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(profile))
-    tmp.replace(path)
+    from repro.files import atomic_write_text
+    atomic_write_text(path, json.dumps(profile))
 
 
 @torch.no_grad()
