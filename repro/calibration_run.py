@@ -11,6 +11,27 @@ from repro import calibration, calibration_v2_1, pace
 from repro.progress import console
 
 
+def calibrate(task: str, rules: str, jobs: int | None, threads: int | None, decide_only: bool, train_grid: bool,
+              runs: Path, root: Path, results: Path, group: bool | None, train_group: str | None,
+              tokens_factor: int | None, cuda_graphs: bool, one_forward: bool, setting: str | None) -> None:
+    """`lnrepro calibrate TASK`: its options checked, the rules of version `rules` (v1's or v2's, `run`) applied,
+    `jobs` at once (default one per core)."""
+    import os
+    if task not in calibration.TASKS:
+        raise ValueError(f"calibrate {task!r}: unknown task (expected one of {', '.join(calibration.TASKS)})")
+    jobs = jobs if jobs is not None else os.cpu_count() or 1
+    if jobs < 1:
+        raise ValueError(f"--jobs {jobs}: expected at least 1")
+    if rules not in ("v1", "v2"):
+        raise ValueError(f"--rules {rules!r}: expected v1 or v2")
+    if rules == "v1":
+        from repro import calibration_v1
+        return calibration_v1.run(task, jobs, threads, decide_only, train_grid, runs, root, results)
+    # a grouped grid's jobs name their task's own runs folder
+    run(task, jobs, threads, decide_only, runs if train_group else runs / "v2" / task, root, results, group,
+        train_group, tokens_factor, cuda_graphs, one_forward, setting)
+
+
 def run(task: str, jobs: int, threads: int | None, decide_only: bool, runs: Path, root: Path, results: Path,
                  group: bool | None, train_group: str | None, tokens_factor: int | None = None,
                  cuda_graphs: bool = False, one_forward: bool = False, setting: str | None = None) -> None:

@@ -283,19 +283,12 @@ def report(scale: str = typer.Option("mini", "--scale", help="Whose records the 
 
     Example: lnrepro report --scale mini
     """
-    from repro.report import write_pages
+    from repro.report import report as write_report
     with one_line_errors():
         check_scale(scale)
         check_results(results)
         check_folder(docs, "--docs")
-        # the README's blocks show the committed records: written only from results/ into docs/ beside it
-        committed = results.resolve() == Path("results").resolve() and docs.resolve() == Path("docs").resolve()
-        if scale == "mini" and not committed:
-            console.print(f"README.md left as it is: its blocks show the committed records, not {results}",
-                          markup=False, highlight=False)
-        for path in write_pages(results, scale, docs, Path("README.md") if scale == "mini" and committed else None,
-                                render_cli_page()):
-            console.print(f"wrote {path}", highlight=False, markup=False)
+        write_report(results, scale, docs, typer.main.get_command(app))
 
 
 @app.command()
@@ -366,15 +359,8 @@ def reproduce(table_number: int = typer.Argument(..., metavar="TABLE", help="Tab
     slurm = {"config": slurm_config, "partition": partition, "account": account, "time": time_min, "gpus": gpus}
     with one_line_errors():
         check_scale(scale)
-        if launcher not in ("local", "slurm", "submitit-local"):
-            raise ValueError(f"--launcher {launcher!r}: expected local, slurm or submitit-local")
-        if jobs < 1:
-            raise ValueError(f"--jobs {jobs}: expected at least 1")
-        data_root = root or default_root()
-        for folder, option in ((results, "--results"), (runs, "--runs"), (data_root, "--root")):
-            check_folder(folder, option)
         reproduce_run.run(table_number, scale, seeds, cells, jobs, threads, launcher, plan_only, slurm, runs,
-                          data_root, results, cuda_graphs, tokens_per_gpu, group)
+                          root or default_root(), results, cuda_graphs, tokens_per_gpu, group)
 
 
 @app.command()
@@ -396,22 +382,10 @@ def calibrate(task: str = typer.Argument(..., help=f"One of: {', '.join(CALIBRAT
 
     Example: lnrepro calibrate mt
     """
-    from repro import calibration_run, calibration_v1
+    from repro import calibration_run
     with one_line_errors():
-        if task not in CALIBRATION_TASKS:
-            raise ValueError(f"calibrate {task!r}: unknown task (expected one of {', '.join(CALIBRATION_TASKS)})")
-        jobs = jobs if jobs is not None else os.cpu_count() or 1
-        if jobs < 1:
-            raise ValueError(f"--jobs {jobs}: expected at least 1")
-        if rules not in ("v1", "v2"):
-            raise ValueError(f"--rules {rules!r}: expected v1 or v2")
-        if rules == "v1":
-            return calibration_v1.run(task, jobs, threads, decide_only, train_grid, runs, root or default_root(),
-                                      results)
-        # a grouped grid's jobs name their task's own runs folder
-        calibration_run.run(task, jobs, threads, decide_only, runs if train_group else runs / "v2" / task,
-                            root or default_root(), results, group, train_group, tokens_factor, cuda_graphs,
-                            one_forward, setting)
+        calibration_run.calibrate(task, rules, jobs, threads, decide_only, train_grid, runs, root or default_root(),
+                                  results, group, train_group, tokens_factor, cuda_graphs, one_forward, setting)
 
 
 @app.command()
@@ -445,23 +419,6 @@ def queue(scale: str = typer.Option("mini", "--scale", help="Whose records decid
         if run:
             evidence_queue.run(sets, hours, limit, jobs, (runs or evidence_queue.default_runs()).expanduser(),
                                root or default_root(), results, on_gpu, scale)
-
-
-def render_cli_page(width: int = 100) -> str:
-    """Every command's --help, as `lnrepro COMMAND --help` prints it at `width` columns."""
-    import click
-
-    group = typer.main.get_command(app)
-    out = ["# The command line", "", "Generated from the commands themselves by `lnrepro report`; never edited by hand.",
-           ""]
-    with click.Context(group, info_name="lnrepro", terminal_width=width, max_content_width=width) as ctx:
-        out += ["```", group.get_help(ctx), "```", ""]
-        for name in group.list_commands(ctx):
-            command = group.get_command(ctx, name)
-            with click.Context(command, info_name=f"lnrepro {name}", parent=None, terminal_width=width,
-                               max_content_width=width) as sub:
-                out += [f"## lnrepro {name}", "", "```", command.get_help(sub), "```", ""]
-    return "\n".join(out)
 
 
 def entry():

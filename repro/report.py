@@ -1,7 +1,7 @@
 """Pages generated from the records and the command line, never edited by hand (tests regenerate and compare):
 docs/results-<scale>.md (every table, the claims with their statistics, the figures, the runs made and those still
-to make), docs/cli.md (every command's --help, rendered by repro/cli.py), and the README's blocks (the claims' verdicts, the regime, and what
-the runs still to make cost)."""
+to make), docs/cli.md (every command's --help, from the command line it is given), and the README's blocks (the
+claims' verdicts, the regime, and what the runs still to make cost)."""
 
 from __future__ import annotations
 
@@ -179,10 +179,40 @@ def readme_with_blocks(readme: str, results_dir: Path) -> str:
     return readme
 
 
+def report(results_dir: Path, scale: str, docs_dir: Path, commands) -> None:
+    """`lnrepro report`: the pages written, and the README's blocks where they show the committed records (written
+    only from results/ into docs/ beside it); `commands`: the command line (a click group), whose help is a page."""
+    from repro.progress import console
+    committed = Path(results_dir).resolve() == Path("results").resolve() and \
+        Path(docs_dir).resolve() == Path("docs").resolve()
+    if scale == "mini" and not committed:
+        console.print(f"README.md left as it is: its blocks show the committed records, not {results_dir}",
+                      markup=False, highlight=False)
+    for path in write_pages(results_dir, scale, docs_dir, Path("README.md") if scale == "mini" and committed else None,
+                            help_page(commands)):
+        console.print(f"wrote {path}", highlight=False, markup=False)
+
+
+def help_page(commands, width: int = 100) -> str:
+    """Every command's --help, as `lnrepro COMMAND --help` prints it at `width` columns; `commands`: the command
+    line as a click group (this module does not import the command line, which imports it)."""
+    import click
+    out = ["# The command line", "", "Generated from the commands themselves by `lnrepro report`; never edited by hand.",
+           ""]
+    with click.Context(commands, info_name="lnrepro", terminal_width=width, max_content_width=width) as ctx:
+        out += ["```", commands.get_help(ctx), "```", ""]
+        for name in commands.list_commands(ctx):
+            command = commands.get_command(ctx, name)
+            with click.Context(command, info_name=f"lnrepro {name}", parent=None, terminal_width=width,
+                               max_content_width=width) as sub:
+                out += [f"## lnrepro {name}", "", "```", command.get_help(sub), "```", ""]
+    return "\n".join(out)
+
+
 def write_pages(results_dir: Path, scale: str, docs_dir: Path, readme: Path | None = None,
                 cli_page: str | None = None) -> list[Path]:
-    """The generated pages (`cli_page`, the command line's, is made by repro/cli.py, which this module does not
-    import), and the README's generated blocks where `readme` holds them."""
+    """The generated pages (`cli_page`: the command line's help, help_page), and the README's generated blocks where
+    `readme` holds them."""
     pages = {Path(docs_dir) / f"results-{scale}.md": render_results_page(results_dir, scale),
              **({Path(docs_dir) / "cli.md": cli_page} if cli_page is not None else {})}
     if readme is not None and readme.is_file():

@@ -15,11 +15,12 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
+from repro import provenance
 from repro.config import run_folder
 from repro.files import read_json
 from repro.pace import (calibration_timings, depth, estimate, group_gain, machines_of, measured_estimate, measured_rates,
                         recipe_updates, stretch_paces, wall_time)
-from repro.provenance import hardware, machine
+from repro.provenance import machine
 from repro.results import current_hash, load_records, record_path, recipes_dir, stretch_hardware
 from repro.tables.spec import SPECS
 from repro.train.lock import lock_holder
@@ -81,7 +82,7 @@ def plan(table: int, scale: str, seeds: int, cells: list[str], results_dir: Path
     records = [r for r in load_records(results_dir, scale) if not r.get("overrides") and r.get("duration_s")]
     timed = [r for r in records if bool(r.get("cuda_graphs")) == cuda_graphs]
     calibrated = calibration_timings(results_dir, scale)
-    here = machine(hardware())
+    here = machine(provenance.hardware())
     # a record is this machine's whole-run timing only if every stretch of it was trained here (a run begun on a GPU
     # and finished here took neither's time)
     mine = lambda records: [r for r in records if machines_of(r) == {here}]

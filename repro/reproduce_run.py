@@ -9,12 +9,21 @@ from pathlib import Path
 from repro import reproduce as rp
 from repro.progress import console
 
+LAUNCHERS = ("local", "slurm", "submitit-local")
+
 
 def run(table: int, scale: str, seeds: int, cells: list[str], jobs: int, threads: int | None, launcher: str,
         plan_only: bool, slurm: dict, runs: Path, data_root: Path, results: Path, cuda_graphs: bool,
         tokens_per_gpu: int | None, group: bool | None) -> None:
     """`slurm`: the command's partition, account, time and gpus (None where not given), read with
     --slurm-config's file when the launcher is not local."""
+    from repro.options import check_folder
+    if launcher not in LAUNCHERS:
+        raise ValueError(f"--launcher {launcher!r}: expected {', '.join(LAUNCHERS[:-1])} or {LAUNCHERS[-1]}")
+    if jobs < 1:
+        raise ValueError(f"--jobs {jobs}: expected at least 1")
+    for folder, option in ((results, "--results"), (runs, "--runs"), (data_root, "--root")):
+        check_folder(folder, option)
     settings = rp.slurm_settings(slurm.pop("config", None), slurm) if launcher != "local" else {}
     slurm_gpus = settings.get("gpus", 1) if launcher == "slurm" else None
     planned = rp.plan(table, scale, seeds, cells, results, runs, jobs, threads, cuda_graphs, slurm_gpus)

@@ -157,7 +157,7 @@ def test_plan_reads_the_pace_of_graphed_or_eager_stretches_as_asked(tmp_path, mo
     from test_tables import record
     gpu = {"device": "NVIDIA H200", "cpu": "Intel(R) Xeon(R) Processor (AVX512)", "cpu_count": 16, "gpus": 1,
            "threads": 1}
-    monkeypatch.setattr("repro.reproduce.hardware", lambda: gpu)
+    monkeypatch.setattr("repro.provenance.hardware", lambda: gpu)
     counts = {"graphs": 38, "replayed": 7900, "eager": 100}
     write_record(tmp_path, {**record("18L-18L-b2t", 1, metrics={"bleu_average": 30.0}), "duration_s": 800.0,
                             "updates": 8000, "hardware": gpu})  # eager, 10 updates/s

@@ -4,11 +4,12 @@ fails here."""
 
 from pathlib import Path
 
+import typer
 from rich.console import Console
 
 import repro.progress
-from repro.cli import render_cli_page
-from repro.report import (README_BLOCKS, block_markers, readme_with_blocks, render_headline,
+from repro.cli import app
+from repro.report import (README_BLOCKS, help_page, block_markers, readme_with_blocks, render_headline,
                           render_results_page)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -39,7 +40,7 @@ def test_results_page_is_what_report_writes(monkeypatch):
 
 
 def test_cli_page_is_what_report_writes():
-    assert (REPO / "docs" / "cli.md").read_text() == render_cli_page(), "docs/cli.md is stale: run lnrepro report"
+    assert (REPO / "docs" / "cli.md").read_text() == help_page(typer.main.get_command(app)), "docs/cli.md is stale: run lnrepro report"
 
 
 def test_every_page_the_readme_names_exists():
