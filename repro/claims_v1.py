@@ -110,7 +110,7 @@ def _judge_figure5(claim: Claim, records) -> tuple[str, str]:
     return ("reproduced" if a["mean"] > b["mean"] else "not reproduced"), detail
 
 
-def judge_v1(claim: Claim, records: dict[str, list[dict]], figures_dir: Path = Path("results/figures"),
+def judge(claim: Claim, records: dict[str, list[dict]], figures_dir: Path = Path("results/figures"),
              scale: str = "mini") -> tuple[str, str]:
     if claim.kind in ("fails", "trains"):
         return _judge_run(claim, records)

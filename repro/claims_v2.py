@@ -11,7 +11,7 @@ from repro.claims import (FIG3_B2T_SHARE, FIG3_VANISH, Claim, _brief, _judge_fig
                           failed_whole, paper_effect, run_verdict, scored_cell, similarity_cell)
 
 
-def _compare_v2(claim: Claim, a: dict, c: dict) -> dict:
+def _compare(claim: Claim, a: dict, c: dict) -> dict:
     """One comparison of a against c: a verdict with its test, or the reason none could be made."""
     out = {"cells": [a["name"], c["name"]]}
     if settled := failed_whole(claim, a, c):
@@ -55,7 +55,7 @@ def _compare_v2(claim: Claim, a: dict, c: dict) -> dict:
     return {**out, "verdict": verdict, "test": test, "why": why}
 
 
-def judge_v2(claim: Claim, records: dict[str, list[dict]], stale: dict | None = None,
+def judge(claim: Claim, records: dict[str, list[dict]], stale: dict | None = None,
              figures_dir: Path = Path("results/figures"), scale: str = "mini") -> dict:
     """A claim under rules v2: {"verdict", "evidence", and where a test decided, "test" or "comparisons"}."""
     stale = stale or {}
@@ -67,7 +67,7 @@ def judge_v2(claim: Claim, records: dict[str, list[dict]], stale: dict | None = 
         cells = [similarity_cell(records, name) for name in (claim.a, claim.b)]
         if None in cells:
             return _missing([n for n, c in zip((claim.a, claim.b), cells) if c is None], records, stale)
-        one = _compare_v2(claim, *cells)
+        one = _compare(claim, *cells)
         return {"verdict": one["verdict"], "evidence": f"mean cosine {_brief(cells[0])} vs {_brief(cells[1])}; "
                 + one["why"], **({"test": one["test"]} if "test" in one else {})}
     names = claim_cells(claim)
@@ -78,7 +78,7 @@ def judge_v2(claim: Claim, records: dict[str, list[dict]], stale: dict | None = 
     if claim.kind in ("fails", "trains"):
         return run_verdict(claim, cells[0])
     a, others = cells[0], cells[1:]
-    judged = [_compare_v2(claim, a, c) for c in others]
+    judged = [_compare(claim, a, c) for c in others]
     evidence = _brief(a) + " vs " + ", ".join(_brief(c) for c in others)
     failed_notes = [r for c in cells for r in c["reasons"]]
     if len(judged) == 1:

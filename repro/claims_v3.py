@@ -186,7 +186,7 @@ def _run(claim, a: dict) -> dict:
     return run_verdict(claim, a)
 
 
-def judge_v3(claim, records: dict[str, list[dict]], stale: dict, figures_dir: Path, scale: str, refs_of) -> dict:
+def judge(claim, records: dict[str, list[dict]], stale: dict, figures_dir: Path, scale: str, refs_of) -> dict:
     """A claim under rules v3: {"verdict", "evidence", "model_code", "versions" (each cell's, where one state of
     the code was found), and where a test decided, "test" or "comparisons" (each with its verdict)}."""
     from repro.claims import _judge_figure, _missing, claim_cells, similarity_cell

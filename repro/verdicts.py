@@ -8,10 +8,8 @@ import json
 import textwrap
 from pathlib import Path
 
-from repro import claims_v3, judging
+from repro import claims_v1, claims_v2, claims_v3, judging
 from repro.claims import CLAIMS, not_informative, rules_line, task_folder, verdict_counts
-from repro.claims_v1 import judge_v1
-from repro.claims_v2 import judge_v2
 from repro.markdown import escape
 
 
@@ -26,16 +24,16 @@ def evaluate_claims(results_dir: Path, scale: str, rules: str = judging.CURRENT)
     for c in CLAIMS:
         if rules == "v3" and not (c.a and task_folder(c.a) in uninformative):
             rows.append({"claim": c.text, "source": c.source,
-                         **claims_v3.judge_v3(c, records, stale, figures, scale, refs_of)})
+                         **claims_v3.judge(c, records, stale, figures, scale, refs_of)})
         elif rules == "v1":
-            verdict, evidence = judge_v1(c, records, figures, scale)
+            verdict, evidence = claims_v1.judge(c, records, figures, scale)
             rows.append({"claim": c.text, "source": c.source, "verdict": verdict, "evidence": evidence})
         elif c.a and task_folder(c.a) in uninformative:
             rows.append({"claim": c.text, "source": c.source, "verdict": "not informative", "evidence":
                          f"calibration v2 found {task_folder(c.a)} not informative at {scale}: "
                          f"{uninformative[task_folder(c.a)]}"})
         else:
-            rows.append({"claim": c.text, "source": c.source, **judge_v2(c, records, stale, figures, scale)})
+            rows.append({"claim": c.text, "source": c.source, **claims_v2.judge(c, records, stale, figures, scale)})
     for row, c in zip(rows, CLAIMS):  # one row a claim
         if c.kind == "figure3":  # gradients at initialisation: no run, the same verdict at every scale
             row["scale_free"] = True

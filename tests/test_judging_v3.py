@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from repro import judging
+from repro import claims_v3, judging
 from repro.claims import CLAIMS, Claim
-from repro.claims_v3 import SMALLER, UNDECIDABLE, adjust_across, failed_score, judge_v3, one_version
+from repro.claims_v3 import SMALLER, UNDECIDABLE, adjust_across, failed_score, one_version
 from repro.judging import LOOK_ALPHA, LOOKS
 
 BLEU = ("bleu_average",)
@@ -22,7 +22,7 @@ def recs(values, status="completed", version="2026-12-03", start=1):
 
 
 def judge(claim, cells, refs=REFS):
-    return judge_v3(claim, cells, {}, None, "mini", lambda r: refs)
+    return claims_v3.judge(claim, cells, {}, None, "mini", lambda r: refs)
 
 
 def test_the_look_level_keeps_alpha_over_four_looks():
