@@ -17,7 +17,6 @@ import zipfile
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from repro.data.binarized import TokenArray, TokenArrayWriter
 from repro.data.text import (BOS, EOS, PAD, UNK, PrepareError, begin_prepare, finish_prepare, read_meta,

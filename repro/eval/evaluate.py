@@ -11,7 +11,6 @@ import sentencepiece as spm
 import torch
 
 from repro.config import recipe_of_run
-from repro.data.batching import token_batches
 from repro.data.corpora import prepare_command
 from repro.data.text import PAD, read_meta
 from repro.eval import metrics
