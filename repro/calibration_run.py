@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from repro import calibration, calibration_v2_1, pace
+from repro import calibration, calibration_v1, calibration_v2_1, pace
+from repro.config import resolve
+from repro.launch import default_threads, run_jobs
 from repro.progress import console
 
 
@@ -25,7 +27,6 @@ def calibrate(task: str, rules: str, jobs: int | None, threads: int | None, deci
     if rules not in ("v1", "v2"):
         raise ValueError(f"--rules {rules!r}: expected v1 or v2")
     if rules == "v1":
-        from repro import calibration_v1
         return calibration_v1.run(task, jobs, threads, decide_only, train_grid, runs, root, results)
     # a grouped grid's jobs name their task's own runs folder
     run(task, jobs, threads, decide_only, runs if train_group else runs / "v2" / task, root, results, group,
@@ -41,7 +42,6 @@ def run(task: str, jobs: int, threads: int | None, decide_only: bool, runs: Path
     the whole grid)."""
     import torch
 
-    from repro.launch import default_threads, run_jobs
     spec = calibration.load_spec(Path("recipes/calibration/v2") / f"{task}.yaml")
     out_dir = results / spec.scale / "calibration" / "v2" / task
     collect = lambda *_: calibration.collect_runs(calibration.entries(spec), runs, out_dir)
@@ -67,7 +67,6 @@ def run(task: str, jobs: int, threads: int | None, decide_only: bool, runs: Path
         if on and grouped:
             raise ValueError(f"{flag} trains one run per process: add --no-group")
     if cuda_graphs:  # refused here, before any job starts, rather than by each run
-        from repro.config import resolve
         from repro.train.graphs import check_graphable
         check_graphable(resolve(calibration.recipe_path(spec, spec.baselines[0]), spec.scale).recipe,
                         "cuda" if torch.cuda.is_available() else "cpu", 1)

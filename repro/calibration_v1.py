@@ -9,6 +9,8 @@ from pathlib import Path
 
 from repro.calibration import (CalibrationSpec, base_label, best_until, collect_runs, finished, job_runs, kept_choice,
                                load_spec, recorded_run, setting_length, train_job, write_choice)
+from repro.figures.output import save_figure
+from repro.launch import default_threads, run_jobs
 from repro.pace import grid_cost
 from repro.progress import console
 
@@ -22,7 +24,6 @@ def run(task: str, jobs_at_once: int, threads: int | None, decide_only: bool, tr
         root: Path, results: Path) -> dict:
     """`lnrepro calibrate TASK --rules v1`: train what the grid lacks (unless its records decide), then apply the
     rule and show every setting's outcome; a spec or run that fails is a ValueError of one line."""
-    from repro.launch import default_threads, run_jobs
     spec = load_spec(Path("recipes/calibration") / f"{task}.yaml")
     out_dir = results / spec.scale / "calibration" / task
     committed = recorded_runs(spec, out_dir)
@@ -169,7 +170,6 @@ def plot(spec: CalibrationSpec, curves: dict, decision: dict, png: Path) -> None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from repro.figures.output import save_figure
     fig, axes = plt.subplots(1, len(spec.baselines), figsize=(6 * len(spec.baselines), 4.2), sharey=True)
     rows = {(r["warmup_updates"], r["lr"]): r for r in decision["settings"]}
     for ax, name in zip(axes, spec.baselines):

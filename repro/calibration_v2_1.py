@@ -21,6 +21,9 @@ from pathlib import Path
 
 from repro import calibration
 from repro.calibration import CalibrationSpec, label
+from repro.config import resolve
+from repro.judging import judged_records, learned_nothing, references_for
+from repro.references import load_references
 
 RULES_V2_1 = "calibration v2.1 of 2026-12-03 (repro/calibration_v2_1.py: decide)"
 DATE = "2026-12-03"
@@ -32,7 +35,6 @@ def v1_learned(spec: CalibrationSpec, results_dir: Path) -> tuple[bool, str]:
     """Whether the task's two baselines and its deepest Pre-LN learned under the regime its recipes train (v1):
     each cell has committed records of its current recipe, and a majority of them did not fail under the judging
     rules in force. With the counts that say so."""
-    from repro.judging import judged_records
     records, _ = judged_records(results_dir, spec.scale)
     parts, ok = [], True
     for name in (*spec.baselines, spec.deep_pre_ln):
@@ -50,7 +52,6 @@ def x1_first(spec: CalibrationSpec) -> bool:
 def judged_runs(spec: CalibrationSpec, out_dir: Path, refs: dict | None) -> tuple[dict, dict]:
     """The collected runs as calibration.choose reads them, (status, reason, curve), with status and reason the judging
     rules' where a record holds its evaluation: a run that did not beat the constant output has failed."""
-    from repro.judging import learned_nothing
 
     def one(base: str):
         got = calibration.read_recorded(out_dir, base)
@@ -70,7 +71,6 @@ def judged_runs(spec: CalibrationSpec, out_dir: Path, refs: dict | None) -> tupl
 
 
 def v1_regime(spec: CalibrationSpec) -> dict:
-    from repro.config import resolve
     o = resolve(calibration.recipe_path(spec, spec.baselines[0]), spec.scale).recipe.optim
     return {"warmup_updates": o.warmup_updates, "lr": o.lr, "tokens_factor": o.gpus_per_update,
             "max_updates": o.max_updates}
@@ -108,8 +108,6 @@ def settings_to_train(spec: CalibrationSpec, decision: dict) -> list[tuple[int, 
 
 def decision(spec: CalibrationSpec, out_dir: Path, results_dir: Path) -> dict:
     """choose on the collected records, writing nothing."""
-    from repro.judging import references_for
-    from repro.references import load_references
     refs = None
     if x1_first(spec):
         references = load_references(results_dir)

@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from repro import judging
+from repro.files import read_json
 from repro.results import metric_at, stale_note
+from repro.tables.spec import SPECS, paper_value
 
 VERDICTS = ("reproduced", "smaller than the paper's", "not reproduced", "inconclusive", "not decidable at this scale",
             "not run", "not informative")
@@ -168,7 +170,6 @@ def _judge_figure(claim: Claim, figures_dir: Path, scale: str) -> tuple[str, str
     path = figures_dir / claim.a.format(scale=scale)
     if not path.is_file():
         return "not run", f"{path} missing (lnrepro figure 3 --out {path.with_suffix('.png')} --json {path})"
-    from repro.files import read_json
     data = read_json(path)
     if claim.kind == "figure3":
         ratio = {v: data[v]["decoder"][-1] / data[v]["decoder"][0] for v in ("post_ln", "b2t")}
@@ -188,7 +189,6 @@ RELATIVE = {PPL_TEST, WER_TEST}
 
 def paper_number(recipe_name: str, metric: tuple):
     """The paper's value of a cell in the claim's column (the first table holding the recipe), FAILED or None."""
-    from repro.tables.spec import SPECS, paper_value
     column = PAPER_COLUMN.get(metric)
     for number, spec in sorted(SPECS.items()):
         for group, methods in spec.groups.items():

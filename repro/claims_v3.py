@@ -9,6 +9,8 @@ import statistics
 from pathlib import Path
 
 from repro import judging
+from repro.claims import (_judge_figure, _missing, claim_cells, failed_whole, paper_effect, run_verdict, scored_cell,
+                          similarity_cell)
 from repro.judging import LOOK_ALPHA, LOOKS
 from repro.model import version as model_code
 from repro.results import metric_at
@@ -91,7 +93,6 @@ def lean(claim, left: dict[str, list[dict]], names: list[str]) -> str:
 
 def cell(records, name: str, claim, refs_of) -> dict | None:
     """A cell's scores: completed seeds by the claim's metric, failed seeds by their corpus's trivial reference."""
-    from repro.claims import scored_cell
     return scored_cell(records, name, claim, lambda r: failed_score(claim.metric, claim.or_metric, refs_of(r)))
 
 
@@ -111,7 +112,6 @@ def _plan(n: int) -> int | None:
 def compare(claim, a: dict, c: dict) -> dict:
     """One comparison of a against c: its raw p values and what it says before any adjustment within the claim
     (`settle` turns them into a verdict)."""
-    from repro.claims import failed_whole, paper_effect
     out = {"cells": [a["name"], c["name"]]}
     if settled := failed_whole(claim, a, c):
         return {**out, "fixed": settled[0], "why": settled[1]}
@@ -182,14 +182,12 @@ def combine(verdicts: list[str]) -> str:
 
 
 def _run(claim, a: dict) -> dict:
-    from repro.claims import run_verdict
     return run_verdict(claim, a)
 
 
 def judge(claim, records: dict[str, list[dict]], stale: dict, figures_dir: Path, scale: str, refs_of) -> dict:
     """A claim under rules v3: {"verdict", "evidence", "model_code", "versions" (each cell's, where one state of
     the code was found), and where a test decided, "test" or "comparisons" (each with its verdict)}."""
-    from repro.claims import _judge_figure, _missing, claim_cells, similarity_cell
     if claim.kind == "figure3":
         verdict, evidence = _judge_figure(claim, figures_dir, scale)
         return {"verdict": verdict, "evidence": evidence, "test": {"test": "fixed thresholds on one deterministic "

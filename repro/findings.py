@@ -8,8 +8,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from repro.markdown import escape
 from repro.claims import CLAIMS, claim_cells, task_folder, verdict_counts
+from repro.judging import judged_records
+from repro.markdown import escape
+from repro.needed import SEEDS_COMPARED, SEEDS_ELSEWHERE, claim_missing, missing_runs, seed_span
+from repro.pace import machine_paces, missing_compute, wall_time, whole_runs as durations_of
+from repro.results import load_records
+from repro.tables.spec import SPECS
 from repro.verdicts import evaluate_claims
 
 # (task folder, heading): the order and words of the sections
@@ -46,7 +51,6 @@ def fastest(rows: list[dict], results_dir: Path, scale: str, known) -> str:
     of them, or why none does. A CPU trains as many runs at once as its cores hold runs of the setting's threads
     (one-thread runs side by side), each started as a lane frees, as `lnrepro reproduce --plan` schedules them; a
     GPU one at a time."""
-    from repro.pace import missing_compute, wall_time
     costs, machines = missing_compute(results_dir, scale, rows, known)
     wall = {label: wall_time([s for c in costs for s in c["each"][label]], machines[label]["at_once"])
             for label in set.intersection(*(set(c["each"]) for c in costs))}
@@ -58,8 +62,6 @@ def fastest(rows: list[dict], results_dir: Path, scale: str, known) -> str:
 def whole_runs(rows: list[dict], results_dir: Path, scale: str, what: str) -> str:
     """Where no record keeps a pace (no CPU threads recorded), the cost as `reproduce --plan` reads it then: the
     whole runs of each recipe, else of its depth, wherever they trained."""
-    from repro.pace import whole_runs as durations_of
-    from repro.results import load_records
     records = [r for r in load_records(results_dir, scale) if not r.get("overrides") and r.get("duration_s")]
     total = 0.0
     for row in rows:
@@ -72,7 +74,6 @@ def whole_runs(rows: list[dict], results_dir: Path, scale: str, what: str) -> st
 
 def needs(cells: list[str], missing: dict[str, dict], results_dir: Path, scale: str, known) -> str:
     """The runs `cells` still lack, and the wall time they take (fastest) ("" when none is missing)."""
-    from repro.needed import seed_span
     rows = [missing[c] for c in cells if c in missing]
     if not rows:
         return ""
@@ -85,9 +86,6 @@ def needs(cells: list[str], missing: dict[str, dict], results_dir: Path, scale: 
 def render_still_to_run(results_dir: Path, scale: str) -> str:
     """The runs still to make, per task and depth, with the wall time they take (fastest): what finishing the
     evidence at `scale` costs, in a table (the runs themselves and their commands are on the results page)."""
-    from repro.needed import SEEDS_COMPARED, SEEDS_ELSEWHERE, missing_runs
-    from repro.pace import machine_paces
-    from repro.tables.spec import SPECS
     results_dir = Path(results_dir)
     known = machine_paces(results_dir, scale)
     groups: dict[tuple[str, str], list[dict]] = {}
@@ -122,11 +120,8 @@ def restart(row: dict, asked: dict[str, dict]) -> str:
 def render_findings(results_dir: Path, scale: str) -> str:
     """One section per task: its verdict counts, then each claim under its verdict with the test that decided it
     and the runs it still needs."""
-    from repro.needed import claim_missing, missing_runs
-    from repro.pace import machine_paces
     results_dir = Path(results_dir)
     rows = {r["claim"]: r for r in evaluate_claims(results_dir, scale)}
-    from repro.judging import judged_records
     records, _ = judged_records(results_dir, scale)
     missing = {r["recipe"]: r for r in missing_runs(results_dir, scale)}
     known = machine_paces(results_dir, scale)

@@ -63,7 +63,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from repro.results import metric_at
+from repro.config import RecipeError, resolve
+from repro.references import load_references
+from repro.results import current_records, load_records, metric_at, recipes_dir
 
 RULES = {"v1": "2026-11-21", "v2": "2026-11-29", "v3": "2026-12-03"}  # version -> the date it took effect
 CURRENT = "v3"
@@ -342,8 +344,6 @@ _CORPUS: dict[tuple[str, str], str | None] = {}
 
 def _recipe_corpus(recipe_name: str, scale: str) -> str | None:
     if (recipe_name, scale) not in _CORPUS:
-        from repro.config import RecipeError, resolve
-        from repro.results import recipes_dir
         try:
             _CORPUS[recipe_name, scale] = resolve(recipes_dir() / f"{recipe_name}.yaml", scale).recipe.data.corpus
         except RecipeError:
@@ -354,9 +354,6 @@ def _recipe_corpus(recipe_name: str, scale: str) -> str | None:
 def judged_overrides(results_dir, scale: str, sets: list[str] | None = None) -> dict[str, list[dict]]:
     """The records of runs with `--set` overrides (recipe name -> records), judged as judged_records judges: with
     `sets`, only those of each recipe as those overrides resolve it (its hash), else every one."""
-    from repro.config import RecipeError, resolve
-    from repro.references import load_references
-    from repro.results import load_records, recipes_dir
     references = load_references(results_dir)
     hashes: dict[str, str | None] = {}
     out: dict[str, list[dict]] = {}
@@ -386,8 +383,6 @@ def judged_records(results_dir, scale: str,
                    rules: str = CURRENT) -> tuple[dict[str, list[dict]], dict[str, list[dict]]]:
     """`repro.results.current_records`, each record a copy whose status and reason are the rules' (the health
     rule's own kept as `health_status`)."""
-    from repro.references import load_references
-    from repro.results import current_records
     current, stale = current_records(results_dir, scale)
     references = load_references(results_dir) if rules != "v1" else {}
     out = {}

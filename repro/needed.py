@@ -7,8 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from repro.claims import CLAIMS
+from repro.judging import LOOKS, MIN_SEEDS_FAILURE
+from repro.model import version as model_code
 from repro.results import current_records
 from repro.tables.spec import SPECS
+from repro.verdicts import evaluate_claims
 
 
 # Seeds a cell needs (2026-11-30): at least five for every cell of Table 1 and every cell a claim compares, and more
@@ -37,7 +40,6 @@ def claim_power(row: dict) -> dict[str, int]:
 def power_seeds(results_dir: Path, scale: str) -> dict[str, int]:
     """Per cell, the most seeds any claim's inconclusive comparison of it asks for (the claims as the current rules
     judge them)."""
-    from repro.verdicts import evaluate_claims
     out: dict[str, int] = {}
     for row in evaluate_claims(results_dir, scale):
         for name, n in claim_power(row).items():
@@ -56,7 +58,6 @@ def missing_runs(results_dir: Path, scale: str) -> list[dict]:
     other versions)."""
     from itertools import count, islice
 
-    from repro.model import version as model_code
     current, stale = current_records(results_dir, scale)
     compared = compared_cells()
     power = power_seeds(results_dir, scale)
@@ -98,7 +99,6 @@ def claim_missing(row: dict, cells: list[str], missing: dict[str, dict]) -> dict
     first look's seeds; an inconclusive one the seeds of its next planned look (a failure claim its minimum), or,
     where it was judged at an older version than today's, the first look's at today's; a claim decided, or not
     decidable at this scale, none (rules v3)."""
-    from repro.judging import LOOKS, MIN_SEEDS_FAILURE
     if row["verdict"] not in ("inconclusive", "not run"):
         return {}
     power = claim_power(row)

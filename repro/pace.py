@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from repro import provenance
+from repro.config import RecipeError, resolve
 from repro.provenance import machine, where
 from repro.results import current_hash, load_records, recipes_dir, stretch_hardware, stretches
 
@@ -22,13 +23,11 @@ def depth(recipe_name: str) -> str:
 
 def recipe_updates(recipe_name: str, scale: str) -> int:
     """The updates a recipe trains for at a scale."""
-    from repro.config import resolve
     return resolve(recipes_dir() / f"{recipe_name}.yaml", scale).recipe.optim.max_updates
 
 
 def recipe_batches(recipe_name: str, scale: str) -> int:
     """The batches of data.max_tokens one update of a recipe takes at a scale (optim.gpus_per_update)."""
-    from repro.config import resolve
     return resolve(recipes_dir() / f"{recipe_name}.yaml", scale).recipe.optim.gpus_per_update
 
 
@@ -81,7 +80,6 @@ def batches_per_update(rec: dict) -> int:
     for o in rec.get("overrides") or []:
         if o.startswith("optim.gpus_per_update="):
             return int(o.split("=", 1)[1])
-    from repro.config import RecipeError
     try:
         return recipe_batches(rec["recipe_name"], rec["scale"])
     except RecipeError:  # a recipe since removed: its own batch
@@ -147,7 +145,6 @@ def full_length_s(rec: dict) -> float:
     Post-LN stopped at update 2,875 of 3,500), and so do a calibration run, whose length is the grid's cap and whose
     batch may be four of the recipe's, and a run of an earlier regime of its recipe (Gigaword's 3,500 updates
     before its 6,750)."""
-    from repro.config import RecipeError
     try:
         if (rec.get("status") != "failed" and not rec.get("calibration")
                 and rec.get("recipe_hash") == current_hash(rec["recipe_name"], rec["scale"])):
@@ -199,7 +196,6 @@ def measured_rates(folder: Path = BENCHMARK_RESULTS) -> list[dict]:
 def measured_estimate(recipe_name: str, scale: str, gpus: int, rates: list[dict]) -> tuple[float | None, str]:
     """A paper-scale MT run's seconds on `gpus` GPUs at the fastest rate measured for its depth and precision
     (a GPU's rate times the GPUs: DDP overlapping its all-reduce), or None with what was measured instead."""
-    from repro.config import resolve
     r = resolve(recipes_dir() / f"{recipe_name}.yaml", scale).recipe
     if scale != "paper" or r.task != "mt":
         return None, ""

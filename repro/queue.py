@@ -20,8 +20,16 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from repro import calibration, calibration_v2_1
 from repro.claims import CLAIMS, claim_cells, task_folder
+from repro.config import run_folder
+from repro.launch import Job, default_threads, run_jobs
+from repro.needed import claim_missing, missing_runs
+from repro.options import check_folder
+from repro.pace import here_label, machine_paces, pace_of, recipe_batches, recipe_updates
 from repro.progress import console
+from repro.results import recipes_dir
+from repro.tables.render import plain_table, wrap
 from repro.verdicts import evaluate_claims
 
 
@@ -50,8 +58,6 @@ class DecisiveSet:
 
 def undecided_tasks(results_dir: Path) -> dict[str, dict]:
     """The calibration decision of every task whose regime is not decided yet (calibration v2.1), by task."""
-    from repro import calibration, calibration_v2_1
-    from repro.results import recipes_dir
     out = {}
     for task in calibration.TASKS:
         spec = calibration.load_spec(recipes_dir() / "calibration" / "v2" / f"{task}.yaml")
@@ -64,7 +70,6 @@ def undecided_tasks(results_dir: Path) -> dict[str, dict]:
 def calibration_sets(undecided: dict[str, dict], results_dir: Path) -> list[DecisiveSet]:
     """One set per calibration setting still to train (both baselines' runs), and the deepest Pre-LN run a
     decision waits for."""
-    from repro import calibration, calibration_v2_1
     out = []
     for task, got in undecided.items():
         spec, d = got["spec"], got["decision"]
@@ -87,8 +92,6 @@ def calibration_sets(undecided: dict[str, dict], results_dir: Path) -> list[Deci
 
 def claim_sets(results_dir: Path, scale: str, undecided: dict) -> list[DecisiveSet]:
     """One set per claim that still needs runs: those its own verdict asks for."""
-    from repro.needed import claim_missing
-    from repro.needed import missing_runs
     rows = {r["claim"]: r for r in evaluate_claims(results_dir, scale)}
     missing = {r["recipe"]: r for r in missing_runs(results_dir, scale)}
     out = []
@@ -109,13 +112,10 @@ def claim_sets(results_dir: Path, scale: str, undecided: dict) -> list[DecisiveS
 def run_seconds(recipe: str, scale: str, label: str, paces: dict, calibration_run: str = "") -> float | None:
     """One run's training seconds at a machine's recorded pace (of the recipe, else of its depth); a calibration
     run is priced at its spec's cap."""
-    from repro.pace import pace_of, recipe_batches, recipe_updates
     pace = pace_of(paces.get(label, {}), recipe)
     if pace is None:
         return None
     if calibration_run:
-        from repro import calibration
-        from repro.results import recipes_dir
         spec = calibration.load_spec(recipes_dir() / "calibration" / "v2" / f"{task_folder(recipe)}.yaml")
         k = int(calibration_run.rsplit("-x", 1)[1]) if "-x" in calibration_run else 1
         return spec.max_updates * k * pace[0] / pace[1]
@@ -125,7 +125,6 @@ def run_seconds(recipe: str, scale: str, label: str, paces: dict, calibration_ru
 def pricing_label(paces: dict, machines: dict, on_gpu: bool) -> tuple[str | None, list[str]]:
     """The machine whose pace prices the queue: this one where the records keep its pace, else the labels of the
     kind here (GPU or CPU), fastest first as each set finds them."""
-    from repro.pace import here_label
     here = here_label(1)
     kind = [label for label in paces if ("thread" not in label) == on_gpu]
     return (here if here in paces else None), kind
@@ -174,7 +173,6 @@ def order(sets: list[DecisiveSet], scale: str, paces: dict, here: str | None, ki
 
 
 def build(results_dir: Path, scale: str = "mini", on_gpu: bool = False) -> list[DecisiveSet]:
-    from repro.pace import machine_paces
     results_dir = Path(results_dir)
     undecided = undecided_tasks(results_dir) if scale == "mini" else {}
     paces, machines = machine_paces(results_dir, scale)
@@ -204,7 +202,6 @@ def render(sets: list[DecisiveSet], hours: float | None, fmt: str = "text", limi
                            "chosen": [sets.index(s) + 1 for s in chosen]}, indent=2) + "\n"
     if fmt != "text":
         raise ValueError(f"--format {fmt!r}: expected text or json")
-    from repro.tables.render import plain_table
     total, body = 0.0, []
     for i, s in enumerate(sets, 1):
         if s.hours is not None and s.state == "queued":
@@ -217,7 +214,6 @@ def render(sets: list[DecisiveSet], hours: float | None, fmt: str = "text", limi
     if hours is not None or limit:
         head += (f"; {'within ' + format(hours, 'g') + ' h' if hours is not None else f'the first {limit}'}: sets {', '.join(str(sets.index(s) + 1) for s in chosen) or 'none'} "
                  f"(marked *)")
-    from repro.tables.render import wrap
     return wrap(head) + "\n\n" + plain_table(["#", "state", "kind", "runs", "cost",
                                                                      "claims: why"], body)
 
@@ -227,12 +223,7 @@ def jobs(sets: list[DecisiveSet], results_dir: Path, runs_dir: Path, data_root: 
     """The queued sets' runs as launch jobs, in queue order: a claim run's train and evaluate
     (repro/reproduce.py: lanes, grouping a cell's seeds on a GPU), a calibration setting's runs as
     `lnrepro calibrate` trains them."""
-    from repro import calibration, calibration_v2_1
-    from repro.config import run_folder
-    from repro.pace import recipe_updates
     from repro.reproduce import PlannedRun, lane_name, lane_steps, lanes, run_state
-    from repro.launch import Job
-    from repro.results import recipes_dir
     out, seen = [], set()
     for s in sets:
         if s.state != "queued":
@@ -263,8 +254,6 @@ def jobs(sets: list[DecisiveSet], results_dir: Path, runs_dir: Path, data_root: 
 def watch(sets: list[DecisiveSet], results_dir: Path, runs_dir: Path):
     """(on_finish, on_tick) for run_jobs: calibration records collected as their runs end, and a setting's runs
     asked to stop once the rule has settled it (as `lnrepro calibrate` does)."""
-    from repro import calibration
-    from repro.results import recipes_dir
     tasks = sorted({s.task for s in sets if s.kind == "calibration" and s.state == "queued"})
     specs = {t: calibration.load_spec(recipes_dir() / "calibration" / "v2" / f"{t}.yaml") for t in tasks}
     where = lambda t: (runs_dir / "calibration" / "v2" / t,
@@ -286,8 +275,6 @@ def run(sets: list[DecisiveSet], hours: float | None, limit: int | None, at_once
     """`lnrepro queue --run`: train the queued sets that fit `hours` (the first `limit`), in order, `at_once` at
     once (default one per core on a CPU, one on a GPU), collecting each record as its run ends. A job that does not
     finish is a ValueError naming it."""
-    from repro.launch import default_threads, run_jobs
-    from repro.options import check_folder
     chosen = within(sets, hours)[:limit]
     check_folder(runs_dir, "--runs")
     parallel = at_once or (1 if on_gpu else os.cpu_count() or 1)

@@ -24,8 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
+from repro.data.binarized import TokenArray
+from repro.data.text import EOS, corpus_fingerprint, read_meta
+from repro.data.wikitext import stream
 from repro.eval import metrics
-from repro.data.text import corpus_fingerprint
 from repro.files import atomic_write_text
 from repro.results import RESULTS_DIR
 
@@ -56,8 +58,6 @@ def unigram_nll(train: np.ndarray, evaluated: np.ndarray, vocab_size: int) -> fl
 
 def _targets(corpus_dir: Path, split: str) -> np.ndarray:
     """Every target token id of a split as the model predicts them: each sentence's ids, then end-of-sentence."""
-    from repro.data.binarized import TokenArray
-    from repro.data.text import EOS
     arr = TokenArray(corpus_dir / f"{split}.tgt")
     return np.concatenate([np.append(arr[i], EOS) for i in range(len(arr))])
 
@@ -167,14 +167,12 @@ METRIC_NAME = {"mt": "bleu", "summarization": "rouge1", "asr": "wer"}
 
 def compute_references(corpus_dir: Path, task: str, valid_split: str, test_splits: list[str]) -> dict:
     """The references of one prepared corpus for one task (its splits as a recipe names them)."""
-    from repro.data.text import read_meta
     corpus_dir = Path(corpus_dir)
     meta = read_meta(corpus_dir)
     vocab = int(meta["vocab_size"])
     out = {"data": corpus_fingerprint(corpus_dir.name, meta), "task": task, "vocab_size": vocab,
            "valid_split": valid_split}
     if task == "lm":
-        from repro.data.wikitext import stream
         train = stream(corpus_dir, "train")
         out["unigram"] = {"perplexity": {s: math.exp(unigram_nll(train, stream(corpus_dir, s), vocab))
                                          for s in [valid_split, *test_splits]}}

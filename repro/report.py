@@ -7,9 +7,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from repro import calibration, calibration_v2_1
 from repro.calibration import TASKS as CALIBRATION_TASKS
-from repro.files import atomic_write_text
+from repro.claims import rules_line, verdict_counts
+from repro.config import resolve
+from repro.files import atomic_write_text, read_json
+from repro.findings import render_findings, render_still_to_run
+from repro.judging import CURRENT, RULES
 from repro.markdown import escape
+from repro.needed import SEEDS_COMPARED
+from repro.progress import console
+from repro.provenance import where
+from repro.results import recipes_dir
+from repro.tables.render import render_table
+from repro.tables.runs import render_missing, render_runs
+from repro.tables.spec import SPECS
+from repro.verdicts import evaluate_claims, render_changed, render_claims
 
 # (figure file under results/figures/, what it shows, the command that draws it)
 FIGURES = [
@@ -49,9 +62,6 @@ def _numbers(row: dict) -> tuple[str, str, str]:
 
 def render_headline(results_dir: Path, scale: str) -> str:
     """The claims with their numbers and verdicts, for the README (the full evidence is on the results page)."""
-    from repro.claims import rules_line, verdict_counts
-    from repro.verdicts import evaluate_claims
-    from repro.judging import CURRENT, RULES
     rows = evaluate_claims(results_dir, scale)
     counts = verdict_counts(rows)
     older = [v for v in RULES if v != CURRENT]
@@ -70,11 +80,6 @@ def render_regime(results_dir: Path, scale: str = "mini") -> str:
     """Per task: the regime its recipes train at `scale` today, and where calibration v2 stands (the baseline runs
     recorded of its grid's, their training time and machines, and the choice, the reason the task is not
     informative, or what the decision waits for), from the v2 specs and the collected records."""
-    from repro import calibration, calibration_v2_1
-    from repro.config import resolve
-    from repro.results import recipes_dir
-    from repro.files import read_json
-    from repro.provenance import where
     lines = []
     for task in CALIBRATION_TASKS:
         spec = calibration.load_spec(recipes_dir() / "calibration" / "v2" / f"{task}.yaml")
@@ -105,12 +110,6 @@ def render_regime(results_dir: Path, scale: str = "mini") -> str:
 
 
 def render_results_page(results_dir: Path, scale: str) -> str:
-    from repro.verdicts import render_changed, render_claims
-    from repro.findings import render_findings
-    from repro.tables.render import render_table
-    from repro.needed import SEEDS_COMPARED
-    from repro.tables.runs import render_missing, render_runs
-    from repro.tables.spec import SPECS
     results_dir = Path(results_dir)
     out = [f"# Results at scale '{scale}'", "",
            f"Generated from `results/` by `lnrepro report --scale {scale}`; never edited by hand. How the runs are "
@@ -121,7 +120,6 @@ def render_results_page(results_dir: Path, scale: str) -> str:
            "runs' commands follow below):", "", render_findings(results_dir, scale).strip(), "",
            "## Claims", "",
            render_claims(results_dir, scale, "markdown").strip(), ""]
-    from repro.judging import CURRENT, RULES
     versions = list(RULES)[:list(RULES).index(CURRENT) + 1]
     for old, new in reversed(list(zip(versions, versions[1:]))):
         out += [render_changed(results_dir, scale, old, new).strip(), ""]
@@ -169,7 +167,6 @@ def block_markers(name: str) -> tuple[str, str]:
 
 def readme_with_blocks(readme: str, results_dir: Path) -> str:
     """The README with each generated block it holds made anew from the `mini` records."""
-    from repro.findings import render_still_to_run
     render = {"claims": render_headline, "regime": render_regime, "missing": render_still_to_run}
     for name in README_BLOCKS:
         start, end = block_markers(name)
@@ -182,7 +179,6 @@ def readme_with_blocks(readme: str, results_dir: Path) -> str:
 def report(results_dir: Path, scale: str, docs_dir: Path, commands) -> None:
     """`lnrepro report`: the pages written, and the README's blocks where they show the committed records (written
     only from results/ into docs/ beside it); `commands`: the command line (a click group), whose help is a page."""
-    from repro.progress import console
     committed = Path(results_dir).resolve() == Path("results").resolve() and \
         Path(docs_dir).resolve() == Path("docs").resolve()
     if scale == "mini" and not committed:

@@ -7,7 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from repro import reproduce as rp
+from repro.data.tiny import ensure_tiny_corpora
+from repro.launch import run_jobs
+from repro.options import check_folder
 from repro.progress import console
+from repro.tables.render import render_table
 
 LAUNCHERS = ("local", "slurm", "submitit-local")
 
@@ -17,7 +21,6 @@ def run(table: int, scale: str, seeds: int, cells: list[str], jobs: int, threads
         tokens_per_gpu: int | None, group: bool | None) -> None:
     """`slurm`: the command's partition, account, time and gpus (None where not given), read with
     --slurm-config's file when the launcher is not local."""
-    from repro.options import check_folder
     if launcher not in LAUNCHERS:
         raise ValueError(f"--launcher {launcher!r}: expected {', '.join(LAUNCHERS[:-1])} or {LAUNCHERS[-1]}")
     if jobs < 1:
@@ -28,7 +31,6 @@ def run(table: int, scale: str, seeds: int, cells: list[str], jobs: int, threads
     slurm_gpus = settings.get("gpus", 1) if launcher == "slurm" else None
     planned = rp.plan(table, scale, seeds, cells, results, runs, jobs, threads, cuda_graphs, slurm_gpus)
     if scale == "tiny":  # after the arguments are checked: a wrong one makes nothing
-        from repro.data.tiny import ensure_tiny_corpora
         ensure_tiny_corpora(data_root)
     stale = rp.stale_records(planned)
     train_flags = (("--cuda-graphs",) if cuda_graphs else ()) + (
@@ -55,7 +57,6 @@ def run(table: int, scale: str, seeds: int, cells: list[str], jobs: int, threads
         console.print(f"nothing to start: the {len(planned)} {runs_of} are done or training elsewhere" if running
                       else f"nothing to do: all {len(planned)} {runs_of} are done")
     elif launcher == "local":
-        from repro.launch import run_jobs
         done = run_jobs(rp.local_jobs(planned, results, data_root, train_flags, grouping, on_gpu), jobs,
                         threads or rp.launch_threads(planned, jobs))
         bad = [j for j in done if j.state != "done"]
@@ -64,7 +65,6 @@ def run(table: int, scale: str, seeds: int, cells: list[str], jobs: int, threads
     elif not submit(planned, table, scale, seeds, launcher, settings, slurm_gpus, runs, data_root, results,
                     train_flags, grouping):
         return
-    from repro.tables.render import render_table
     out = render_table(table, scale=scale, fmt="text", results_dir=results)
     if out:
         print(out, end="")

@@ -16,6 +16,7 @@ import json
 import os
 from pathlib import Path
 
+from repro.config import RecipeError, resolve
 from repro.files import atomic_write_text, read_jsonl
 
 
@@ -203,7 +204,6 @@ def current_hash(recipe_name: str, scale: str) -> str | None:
     """The hash a record of `recipe_name` at `scale` must carry to count (None: no such recipe or scale)."""
     key = (str(recipes_dir().resolve()), recipe_name, scale)
     if key not in _HASHES:
-        from repro.config import RecipeError, resolve
         try:
             _HASHES[key] = resolve(recipes_dir() / f"{recipe_name}.yaml", scale).hash()
         except RecipeError:

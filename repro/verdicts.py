@@ -11,10 +11,11 @@ from pathlib import Path
 from repro import claims_v1, claims_v2, claims_v3, judging
 from repro.claims import CLAIMS, not_informative, rules_line, task_folder, verdict_counts
 from repro.markdown import escape
+from repro.progress import console
+from repro.references import load_references
 
 
 def evaluate_claims(results_dir: Path, scale: str, rules: str = judging.CURRENT) -> list[dict]:
-    from repro.references import load_references
     records, stale = judging.judged_records(results_dir, scale, rules)
     figures = Path(results_dir) / "figures"
     uninformative = not_informative(results_dir, scale) if rules != "v1" else {}
@@ -57,7 +58,6 @@ def render_changed(results_dir: Path, scale: str, old: str = "v1", new: str = ju
     rows = changed_verdicts(results_dir, scale, old, new)
     head = f"Verdicts at scale '{scale}' that changed from rules {old} to {new}: {len(rows)}"
     if fmt == "text":
-        from repro.progress import console
         width = max(40, min(console.width, 120))
         fill = lambda text, indent="": textwrap.fill(text, width, initial_indent=indent,
                                                      subsequent_indent=indent + "  ", break_on_hyphens=False)
@@ -93,7 +93,6 @@ def render_claims(results_dir: Path, scale: str, fmt: str = "text", rules: str =
         return "\n".join(lines) + "\n"
     if fmt != "text":
         raise ValueError(f"--format {fmt!r}: expected text, markdown or json")
-    from repro.progress import console
     if console.is_terminal and console.width >= 140:
         from rich.table import Table
         from rich.text import Text

@@ -12,11 +12,13 @@ import io
 import json
 from pathlib import Path
 
+from repro.judging import judged_overrides, judged_records
 from repro.markdown import escape
 from repro.needed import SEEDS_COMPARED, SEEDS_ELSEWHERE, missing_runs, seed_span
 from repro.pace import missing_compute
 from repro.provenance import where
 from repro.results import stretch_hardware, stretches
+from repro.tables.render import plain_table, wrap
 from repro.tables.spec import TITLES
 
 RUN_FORMATS = ("text", "markdown", "csv", "json")
@@ -28,7 +30,6 @@ def run_rows(results_dir: Path, scale: str) -> list[dict]:
     """One row per current record, by recipe then seed, then one per record of a run with --set overrides (an
     ablation); its status the judging rules' (a run that learned nothing has failed); seconds stay seconds (the
     formats round them)."""
-    from repro.judging import judged_overrides, judged_records
     current, _ = judged_records(results_dir, scale)
     ablations = judged_overrides(results_dir, scale)
     rows = []
@@ -95,11 +96,9 @@ def render_runs(results_dir: Path, scale: str, fmt: str = "text") -> str:
     mine = [r for r in rows if not r["overrides"]]
     # compact, one line a run, the machine last so its long name never pushes the others apart; the other formats
     # keep every column (stretches, start, commit, where the evaluation ran)
-    from repro.tables.render import plain_table
     eval_s = lambda r: "none" if r["evaluation_s"] is None else f"{r['evaluation_s']:.0f} s"
     body = [[r["recipe"], str(r["seed"]), r["status"], str(r["updates"] or "?"), _minutes(r["training_s"]),
              eval_s(r), r["machine"]] for r in mine]
-    from repro.tables.render import wrap
     out = (wrap(f"{title} (all columns: --format markdown)") + "\n\n"
            + plain_table(["Recipe", "Seed", "Status", "Updates", "Training", "Eval", "Machine"], body))
     if ablations:  # an ablation's runs apart, each with its overrides (`lnrepro table N --set ...` compares them)
@@ -150,7 +149,6 @@ def render_missing(results_dir: Path, scale: str, fmt: str = "text") -> str:
 
 def plain(text: str, indent: str = "") -> str:
     """A line of the Markdown forms above as plain text within 80 columns: no emphasis or code marks."""
-    from repro.tables.render import wrap
     return wrap(text.replace("**", "").replace("`", ""), indent)
 
 
