@@ -222,8 +222,26 @@ def current_records(results_dir: Path, scale: str) -> tuple[dict[str, list[dict]
         if rec.get("recipe_hash") == current_hash(name, scale):
             current.setdefault(name, []).append(rec)
         else:
-            stale.setdefault(name, []).append(rec)
+            reason = rec.get("stale_reason") or regime_changed(results_dir, scale, rec)
+            stale.setdefault(name, []).append({**rec, **({"stale_reason": reason} if reason else {})})
     return current, stale
+
+
+def regime_changed(results_dir: Path, scale: str, rec: dict) -> str:
+    """Why a record of a changed recipe is stale when its task's regime was chosen after it started (calibration
+    v2's choice.json under results/<scale>/calibration/v2/<task>/): the regime it was not trained under; else ""."""
+    task = rec["recipe_name"].split("/")[0] if "/" in rec["recipe_name"] else "mt"
+    path = Path(results_dir) / scale / "calibration" / "v2" / task / "choice.json"
+    try:
+        decision = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except (OSError, ValueError):
+        return ""
+    chosen, decided = decision.get("choice"), str(decision.get("decided") or "")
+    if not chosen or not decided or str(rec.get("started") or "") >= decided:
+        return ""
+    return (f"trained before calibration v2 chose its task's {scale} regime on {decided[:10]}: warmup "
+            f"{chosen['warmup_updates']:,}, lr {chosen['lr']:g}, tokens x{chosen.get('tokens_factor', 1)}, "
+            f"{chosen['max_updates']:,} updates")
 
 
 def stale_note(name: str, records: list[dict]) -> str:

@@ -519,3 +519,23 @@ def test_an_ablation_shows_beside_the_recipes_cells_and_in_runs(tmp_path):
         ["6L-6L-b2t", "1", "optim.lr=0.0005"], ["6L-6L-b2t", "2", "optim.lr=0.0005"]]
     md = runner.invoke(app, ["runs", "--scale", "mini", "--results", str(tmp_path), "--format", "markdown"]).output
     assert "| 6L-6L-b2t (--set optim.lr=0.0005) | 2 |" in md
+
+
+def test_a_record_trained_before_its_tasks_regime_was_chosen_says_so_when_stale(tmp_path):
+    """A recipe changed by calibration v2's choice of its task's regime: its older records read stale with the
+    regime they were not trained under (from choice.json); one of a later change, or with its own note, does not."""
+    from repro.results import current_records, stale_note
+    choice = tmp_path / "mini/calibration/v2/wikitext103/choice.json"
+    choice.parent.mkdir(parents=True)
+    choice.write_text(json.dumps({"decided": "2026-12-04T05:00:00+00:00", "choice": {
+        "warmup_updates": 4000, "lr": 0.0005, "tokens_factor": 4, "max_updates": 4250}}))
+    old = record("wikitext103/6L-b2t", 1, metrics={"valid_nll": 5.5})
+    write_record(tmp_path, {**old, "recipe_hash": "0ld0ld0ld0ld"})
+    write_record(tmp_path, {**old, "seed": 2, "recipe_hash": "0ld0ld0ld0ld", "started": "2026-12-05T00:00:00+00:00"})
+    write_record(tmp_path, {**old, "seed": 3, "recipe_hash": "0ld0ld0ld0ld", "stale_reason": "its own note"})
+    _, stale = current_records(tmp_path, "mini")
+    reasons = {r["seed"]: r.get("stale_reason") for r in stale["wikitext103/6L-b2t"]}
+    assert reasons == {1: "trained before calibration v2 chose its task's mini regime on 2026-12-04: warmup 4,000, "
+                          "lr 0.0005, tokens x4, 4,250 updates", 2: None, 3: "its own note"}
+    note = stale_note("wikitext103/6L-b2t", stale["wikitext103/6L-b2t"])
+    assert "3 stale records" in note and "its recipe changed since (hash 0ld0ld0ld0ld)" in note
