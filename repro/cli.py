@@ -168,7 +168,7 @@ def score_fairseq(checkpoint: Path = typer.Argument(..., help="A fairseq Transfo
         set_threads(threads)
         line = score(checkpoint, dictionary, variant, source, reference, test_set, langpair, bpe_codes, tokenizer,
                      beam, lenpen, (max_len_a, max_len_b), out)
-    except (FairseqImportError, ValueError, RecipeError) as e:
+    except (FairseqImportError, ValueError, RecipeError, OSError) as e:
         fail(str(e))
     if line:
         print(line)
