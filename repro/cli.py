@@ -323,7 +323,7 @@ def runs(scale: str = typer.Option("mini", "--scale", help="Whose records to lis
 
     Example: lnrepro runs --scale mini --format markdown; lnrepro runs --scale mini --missing
     """
-    from repro.tables.runs import render_missing, render_runs
+    from repro.run_list import render_missing, render_runs
     with one_line_errors():
         check_scale(scale)
         check_results(results)

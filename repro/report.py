@@ -19,8 +19,8 @@ from repro.needed import SEEDS_COMPARED
 from repro.progress import console
 from repro.provenance import where
 from repro.results import recipes_dir
+from repro.run_list import render_missing, render_runs
 from repro.tables.render import render_table
-from repro.tables.runs import render_missing, render_runs
 from repro.tables.spec import SPECS
 from repro.verdicts import evaluate_claims, render_changed, render_claims
 

@@ -11,7 +11,7 @@ REPO = Path(__file__).resolve().parents[1]
 TRAINING = ["repro/train", "repro/model", "repro/eval", "repro/data", "repro/config.py", "repro/files.py",
             "repro/checksum.py", "repro/provenance.py", "repro/options.py", "repro/training_run.py"]
 EVIDENCE = ["repro.results", "repro.references", "repro.judging", "repro.claims", "repro.claims_v3",
-            "repro.verdicts", "repro.findings", "repro.queue", "repro.report", "repro.tables.runs", "repro.tables.render",
+            "repro.verdicts", "repro.findings", "repro.queue", "repro.report", "repro.run_list", "repro.tables.render",
             "repro.pace", "repro.needed"]
 
 

@@ -16,7 +16,7 @@ from repro.model import version as model_code
 from repro.results import current_hash, write_record
 from repro.tables.render import FORMATS, render_table
 from repro.needed import missing_runs
-from repro.tables.runs import render_missing, render_runs
+from repro.run_list import render_missing, render_runs
 
 GOLDEN = Path(__file__).parent / "golden"
 runner = CliRunner()
@@ -421,7 +421,7 @@ def test_text_format_is_one_plain_table_in_80_columns(tmp_path, monkeypatch):
     """`--format text` is a plain aligned table, the same in a terminal and in a pipe, names whole, 80 columns."""
     from rich.console import Console
     import repro.progress
-    from repro.tables.runs import render_runs
+    from repro.run_list import render_runs
     fixture_records(tmp_path)
     piped = render_table(1, scale="mini", fmt="text", results_dir=tmp_path)
     monkeypatch.setattr(repro.progress, "console", Console(force_terminal=True, width=80))
