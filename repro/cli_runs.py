@@ -11,8 +11,7 @@ import typer
 
 from repro.calibration import TASKS as CALIBRATION_TASKS
 from repro.cli_options import (CUDA_GRAPHS_HELP, CudaGraphs, JobThreads, Records, RecordsOut, Replace, Root, Threads,
-                               TokensPerGpu, Trust, fail, one_line_errors)
-from repro.config import RecipeError
+                               TokensPerGpu, Trust, one_line_errors)
 from repro.data.prepare import DATASETS
 from repro.options import check_folder, check_results, check_scale, default_root, set_threads
 from repro.progress import console
@@ -101,14 +100,11 @@ def score_fairseq(checkpoint: Path = typer.Argument(..., help="A fairseq Transfo
 
     Example: lnrepro score-fairseq b2t_layer18_ave10.pt --dict dict.en.txt --bpe-codes code --test-set wmt14/full --lenpen 0.6 --variant b2t
     """
-    from repro.eval.fairseq_import import FairseqImportError
     from repro.eval.score_fairseq import score
-    try:
+    with one_line_errors():  # a FairseqImportError is a ValueError
         set_threads(threads)
         line = score(checkpoint, dictionary, variant, source, reference, test_set, langpair, bpe_codes, tokenizer,
                      beam, lenpen, (max_len_a, max_len_b), out)
-    except (FairseqImportError, ValueError, RecipeError, OSError) as e:
-        fail(str(e))
     if line:
         print(line)
 
