@@ -162,7 +162,8 @@ def test_v2_verdicts_stay_computable_and_the_claims_say_what_they_test():
     from repro.verdicts import evaluate_claims
     results = Path(__file__).resolve().parents[1] / "results"
     v2 = {r["claim"]: r["verdict"] for r in evaluate_claims(results, "mini", "v2")}
-    assert v2["6L LM: Post-LN < Pre-LN test perplexity"] == "reproduced"
+    # every claim keeps a v2 verdict (the LM's records went stale with its regime change: "not run" there)
+    assert set(v2) == {c.text for c in CLAIMS} and v2["6L LM: Post-LN < Pre-LN test perplexity"] == "not run"
     assert not any(">=" in c.text for c in CLAIMS)
     v3 = {r["claim"]: r for r in evaluate_claims(results, "mini", "v3")}
     assert v3["MT: 18L-18L B2T > 6L-6L B2T on BLEU (deeper is better)"]["verdict"] == SMALLER
