@@ -264,6 +264,37 @@ def pace_of(recorded: dict[str, list[float]], recipe_name: str) -> list[float] |
     return recorded.get(recipe_name) or recorded.get(depth(recipe_name))
 
 
+def _same_kind(label: str) -> str:
+    """What makes two labels' paces comparable: a CPU's thread count ("1 thread"), or "GPU"."""
+    return label.rsplit(", ", 1)[1] if "thread" in label else "GPU"
+
+
+def scaled_paces(paces: dict[str, dict[str, list[float]]], here: str) -> tuple[dict[str, list[float]], dict[str, str]]:
+    """`here`'s paces, completed from the other machines of its kind (the same thread count on a CPU): a recipe or
+    depth `here` never trained takes another machine's pace times the two machines' ratio, the seconds `here` took
+    for its batches of the depths both trained against the other's for the same batches; the machine that trained
+    more batches of those depths first. A depth neither trained stays unpriced. Returns the paces and, for each key taken, where from
+    ("AMD EPYC 25/17, 1 thread x 0.64")."""
+    mine = dict(paces.get(here, {}))
+    borrowed: dict[str, str] = {}
+    depths = {depth(k) for k in mine} & set(mine)  # the keys that sum a depth's recipes: each batch counted once
+    ratios = []
+    for label, theirs in paces.items():
+        if label == here or _same_kind(label) != _same_kind(here):
+            continue
+        shared = [k for k in depths if k in theirs]
+        if shared:
+            took = sum(mine[k][0] for k in shared)
+            would = sum(theirs[k][0] / theirs[k][1] * mine[k][1] for k in shared)
+            ratios.append((sum(theirs[k][1] for k in shared), label, took / would))
+    for _, label, ratio in sorted(ratios, reverse=True):
+        for key, (seconds, batches) in paces[label].items():
+            if key not in mine:
+                mine[key] = [seconds * ratio, batches]
+                borrowed[key] = f"{label} x {ratio:.2f}"
+    return mine, borrowed
+
+
 def machine_paces(results_dir: Path, scale: str) -> tuple[dict[str, dict[str, list[float]]], dict[str, dict]]:
     """Each machine's recorded pace, by label (machine_label): {recipe name or depth: [seconds, batches]} over its
     stretches of training (seconds per batch, recorded_stretches), CPU stretches at one thread

@@ -5,13 +5,15 @@ by claims decided per priced hour, and worked down in lanes whose run folders ou
   (repro/needed.py: claim_missing, under the judging rules in force), or one calibration setting's runs of a task
   whose regime is undecided (repro/calibration_v2_1.py says which settings it trains now).
 - Order: calibration of an undecided task first (every record of that task waits for it); then the claim sets,
-  most claims decided per hour first, each priced at this machine's pace where the records keep one, else at the
-  fastest machine of the kind here (a GPU's where one is present) that priced it; runs another set already
-  queued are not paid twice. Sets nobody priced come after the priced ones, fewest runs first. Claims of a task
-  whose regime is undecided wait: their runs could go stale when it is decided.
-- `--run` trains the queued runs in that order (runs stopped part-way first), one-thread runs side by side on a CPU or a cell's seeds as one
-  group on a GPU, in run folders outside the checkout (`--runs`, default $LNREPRO_RUNS or ~/lnrepro-runs), so a
-  fresh clone on the same machine resumes them (`train --resume`); each record is written as its run ends.
+  most claims decided per hour first, each priced at this machine's pace where the records keep one (a depth it
+  never trained at another machine's of its kind, scaled by their ratio on the depths both trained:
+  pace.scaled_paces), else at the fastest machine of the kind here (a GPU's where one is present) that priced it;
+  runs another set already queued are not paid twice. Sets nobody priced come after the priced ones, fewest runs
+  first. Claims of a task whose regime is undecided wait: their runs could go stale when it is decided.
+- `--run` trains the queued runs in that order (runs stopped part-way first), one-thread runs side by side on a CPU
+  or a cell's seeds as one group on a GPU, in run folders outside the checkout (`--runs`, default $LNREPRO_RUNS or
+  ~/lnrepro-runs), so a fresh clone on the same machine resumes them (`train --resume`); each record is written as
+  its run ends.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from repro.config import run_folder
 from repro.launch import Job, default_threads, run_jobs
 from repro.needed import claim_missing, missing_runs
 from repro.options import check_folder
-from repro.pace import here_label, machine_paces, pace_of, recipe_batches, recipe_updates
+from repro.pace import depth, here_label, machine_paces, pace_of, recipe_batches, recipe_updates, scaled_paces
 from repro.progress import console
 from repro.results import recipes_dir
 from repro.tables.render import plain_table, wrap
@@ -177,8 +179,17 @@ def build(results_dir: Path, scale: str = "mini", on_gpu: bool = False) -> list[
     undecided = undecided_tasks(results_dir) if scale == "mini" else {}
     paces, machines = machine_paces(results_dir, scale)
     here, kinds = pricing_label(paces, machines, on_gpu)
+    borrowed = {}
+    if here:
+        paces[here], borrowed = scaled_paces(paces, here)
     sets = calibration_sets(undecided, results_dir) + claim_sets(results_dir, scale, undecided)
-    return order(sets, scale, paces, here, kinds)
+    got = order(sets, scale, paces, here, kinds)
+    for s in got:  # say where a price rests on another machine's pace
+        froms = sorted({borrowed[k] for r, _ in s.new_runs if s.priced_on == here
+                        for k in [r if r in paces[here] else depth(r)] if k in borrowed})
+        if froms:
+            s.priced_on += f" (from {'; '.join(froms)})"
+    return got
 
 
 def within(sets: list[DecisiveSet], hours: float | None) -> list[DecisiveSet]:

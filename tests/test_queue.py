@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from repro import queue
 from repro.cli import app
+from repro.pace import scaled_paces
 from repro.queue import DecisiveSet
 
 REPO = Path(__file__).resolve().parents[1]
@@ -41,6 +42,21 @@ def test_a_budget_takes_the_queued_sets_in_order_while_they_fit():
     assert queue.within(sets, 100) == sets[:1]
 
 
+def test_a_depth_this_machine_never_trained_is_priced_from_a_machine_of_its_kind_scaled_by_their_ratio():
+    here, a, b, c = "here, 1 thread", "a, 1 thread", "b, 2 threads", "c, 1 thread"
+    paces = {here: {"wikitext103/6L": [100.0, 100], "wikitext103/6L-pre_ln": [100.0, 100]},
+             a: {"wikitext103/6L": [200.0, 100], "18L-18L": [400.0, 100], "18L-18L-b2t": [400.0, 100]},
+             b: {"wikitext103/6L": [10.0, 100], "60L-12L": [1.0, 1]},  # two threads: not comparable
+             c: {"wikitext103/6L": [50.0, 10], "18L-18L": [1.0, 1], "gigaword/6L-6L": [30.0, 10]}}
+    mine, borrowed = scaled_paces(paces, here)
+    assert mine["wikitext103/6L"] == [100.0, 100] and "wikitext103/6L" not in borrowed  # its own pace stands
+    assert mine["18L-18L-b2t"] == [200.0, 100] and borrowed["18L-18L-b2t"] == "a, 1 thread x 0.50"
+    assert mine["18L-18L"] == [200.0, 100]  # a shares 100 batches with here, c only 10: a's ratio first
+    assert mine["gigaword/6L-6L"] == [6.0, 10] and borrowed["gigaword/6L-6L"] == "c, 1 thread x 0.20"
+    assert "60L-12L" not in mine  # only a two-thread machine trained it
+    assert scaled_paces(paces, "nobody, 1 thread") == ({}, {})  # nothing of its own: no ratio to scale by
+
+
 def test_the_queue_of_the_committed_records_and_its_jobs(tmp_path, monkeypatch):
     monkeypatch.setenv("LNREPRO_RUNS", str(tmp_path / "lanes"))
     assert queue.default_runs() == tmp_path / "lanes"
@@ -48,7 +64,7 @@ def test_the_queue_of_the_committed_records_and_its_jobs(tmp_path, monkeypatch):
     kinds = [s.kind for s in sets]
     assert kinds == sorted(kinds)  # "calibration" sets before "claim" sets
     undecided = set(queue.undecided_tasks(REPO / "results"))  # the tasks whose grids are unfinished come first
-    assert undecided and {s.task for s in sets if s.kind == "calibration"} == undecided
+    assert {s.task for s in sets if s.kind == "calibration"} == undecided
     claims = [s for s in sets if s.kind == "claim" and s.state == "queued"]
     priced = [s for s in claims if s.hours]
     rate = [len(s.claims) / s.hours for s in priced]
