@@ -579,10 +579,13 @@ def grid_decision(spec: CalibrationSpec, out_dir: Path, results_dir: Path, recor
     return decision
 
 
-def plot(spec: CalibrationSpec, runs: dict, deep: dict, decision: dict, png: Path, unigram_nll: float) -> None:
+def plot(spec: CalibrationSpec, runs: dict, deep: dict, decision: dict, png: Path, unigram_nll: float,
+         headline: str) -> None:
     """Validation NLL of each baseline (and of the deepest Pre-LN where run) at every setting: one panel each, with
-    the "learned" gate (NLL_MARGIN under the unigram model) dotted and, where a setting's length is known, the best
-    NLL up to it (what the rule reads) as a dot."""
+    the "learned" gate (NLL_MARGIN under the unigram model) dotted, where a setting's length is known the best
+    NLL up to it (what the rule reads) as a dot, and a cross at the end of a run the rule reads as failed (whatever
+    its NLL: under calibration v2.1, a run no better than the best constant output). `headline`: the rule and its
+    outcome, as the title's second part."""
     from repro.judging import NLL_MARGIN
     import matplotlib
     matplotlib.use("Agg")
@@ -600,8 +603,11 @@ def plot(spec: CalibrationSpec, runs: dict, deep: dict, decision: dict, png: Pat
                 xs, ys = zip(*got[2])
                 # a learning rate and warmup has one colour in every panel; the tokens factor its line style
                 colour = f"C{i % (len(spec.lr) * len(spec.warmup_updates))}"
-                ax.plot(xs, ys, label=f"warmup {st[0]}, lr {st[1]:g}, tokens x{st[2]}", color=colour,
-                        linestyle="-" if st[2] == 1 else "--")
+                failed = got[0] == "failed"
+                ax.plot(xs, ys, label=f"warmup {st[0]}, lr {st[1]:g}, tokens x{st[2]}" + (": failed" if failed else ""),
+                        color=colour, linestyle="-" if st[2] == 1 else "--")
+                if failed:
+                    ax.plot(xs[-1], ys[-1], "x", color=colour, markersize=9, markeredgewidth=2)
                 read = [(s, v) for s, v in got[2] if s <= (lengths.get(st) or 0)]
                 if read:
                     ax.plot(*min(read, key=lambda p: p[1]), "o", color=colour, markersize=5)
@@ -616,7 +622,6 @@ def plot(spec: CalibrationSpec, runs: dict, deep: dict, decision: dict, png: Pat
             ax.plot([], [], "o", color="black", markersize=5, label="best up to its setting's length")
         ax.legend(fontsize=7)
     axes[0].set_ylabel("validation NLL (nats, shared axis)")
-    fig.suptitle(f"Calibration v2 of the {spec.scale} regime, {spec.task} (minimax regret; {RULES_V2})\n"
-                 f"{outcome(spec, decision)}", fontsize=9)
+    fig.suptitle(f"Calibration of the {spec.scale} regime, {spec.task}: {headline}", fontsize=9, wrap=True)
     fig.tight_layout()
     save_figure(fig, png, None, {})

@@ -106,14 +106,18 @@ def settings_to_train(spec: CalibrationSpec, decision: dict) -> list[tuple[int, 
     return spec.settings()
 
 
-def decision(spec: CalibrationSpec, out_dir: Path, results_dir: Path) -> dict:
-    """choose on the collected records, writing nothing."""
-    refs = None
-    if x1_first(spec):
-        references = load_references(results_dir)
-        probe = {"recipe_name": spec.baselines[0], "scale": spec.scale}
-        refs = references_for(probe, references)
-    runs, deep = judged_runs(spec, out_dir, refs) if x1_first(spec) else calibration.recorded(spec, out_dir)
+def collected(spec: CalibrationSpec, out_dir: Path, results_dir: Path) -> tuple[dict, dict]:
+    """The collected runs as v2.1 reads them: judged by the judging rules' gate in the x1-first grids, as v2
+    recorded them in the grids finished as v2 states them."""
+    if not x1_first(spec):
+        return calibration.recorded(spec, out_dir)
+    probe = {"recipe_name": spec.baselines[0], "scale": spec.scale}
+    return judged_runs(spec, out_dir, references_for(probe, load_references(results_dir)))
+
+
+def decision(spec: CalibrationSpec, out_dir: Path, results_dir: Path, got: tuple[dict, dict] | None = None) -> dict:
+    """choose on the collected records (`got`: collected's answer, read here unless given), writing nothing."""
+    runs, deep = got or collected(spec, out_dir, results_dir)
     v1 = v1_learned(spec, results_dir) if x1_first(spec) and not runs else (False, "")
     d = choose(spec, runs, calibration.unigram_nll_of(spec, results_dir), deep, v1)
     d.update({"task": spec.task, "scale": spec.scale, "spec": str(spec.path), "baselines": list(spec.baselines),
@@ -137,10 +141,11 @@ def decide(spec: CalibrationSpec, out_dir: Path, results_dir: Path) -> dict:
     """The decision on the collected records under the rule in force (calibration v2.1, which applies
     calibration.choose); a decision is written to out_dir/choice.json (kept, with when and where it was first made,
     while the records give the same one) with the curves in curves.png."""
-    runs, deep = calibration.recorded(spec, out_dir)
-    made = decision(spec, out_dir, results_dir)
+    runs, deep = collected(spec, out_dir, results_dir)
+    made = decision(spec, out_dir, results_dir, (runs, deep))
     if runs:  # the curves so far; nothing to draw before the first run
-        calibration.plot(spec, runs, deep, made, out_dir / "curves.png", calibration.unigram_nll_of(spec, results_dir))
+        calibration.plot(spec, runs, deep, made, out_dir / "curves.png", calibration.unigram_nll_of(spec, results_dir),
+                         f"{made['rules']}\n{outcome(spec, made)}")
     if made.get("incomplete"):
         return made
     kept = calibration.kept_choice(out_dir / "choice.json", made)
