@@ -62,7 +62,7 @@ def test_x1_first_and_x4_only_when_no_x1_setting_serves():
     assert d["stage"].startswith("tokens x4") and "no setting of the grid lets both baselines learn" in d["stage"]
 
 
-def test_the_gate_is_the_judging_rules_on_an_evaluated_run(tmp_path):
+def test_the_gate_is_the_judging_rules_on_an_evaluated_run(tmp_path, monkeypatch):
     """A speech Post-LN whose validation NLL lies well under the unigram model's but whose WER is worse than one
     constant sentence has failed under v2.1; v2's gate alone would call it learned."""
     s = spec21()
@@ -87,6 +87,15 @@ def test_the_gate_is_the_judging_rules_on_an_evaluated_run(tmp_path):
     assert runs[st]["b"][0] == "completed"
     d = choose(s, runs, UNIGRAM, {}, (False, ""))
     assert d["stage"].startswith("tokens x4")  # no x1 setting has both baselines learning
+    # the curves show the runs as the rule judged them, under the rule's name and outcome
+    drawn, plot = {}, calibration.plot
+    monkeypatch.setattr(calibration_v2_1, "collected", lambda *a: (runs, {}))
+    monkeypatch.setattr(calibration, "unigram_nll_of", lambda *a: UNIGRAM)
+    monkeypatch.setattr(calibration, "plot", lambda *a: (drawn.update(runs=a[1], headline=a[6]), plot(*a)))
+    assert calibration_v2_1.decide(s, out, tmp_path).get("incomplete")
+    assert drawn["runs"][st]["a"][0] == "failed" and (out / "curves.png").stat().st_size > 0
+    assert drawn["headline"].startswith(RULES_V2_1) and "tokens x4" in drawn["headline"]
+    assert not (out / "choice.json").exists()
 
 
 def test_an_evaluated_calibration_runs_job_evaluates_it_and_its_record_keeps_the_metrics(tmp_path):
