@@ -96,8 +96,13 @@ def test_spec_augment_masks_within_policy():
     y = spec_augment(x)
     zero_cols = (y == 0).all(0).sum().item()
     zero_rows = (y == 0).all(1).sum().item()
-    assert 0 < zero_cols <= 2 * 27 and 0 < zero_rows <= 2 * 100
+    assert 0 < zero_cols <= 2 * 26 and 0 < zero_rows <= 2 * 99  # widths in [0, F) and [0, T), as fairseq draws them
     assert torch.equal(y[y != 0], x[y != 0])
+    for seed in range(20):  # time_p bounds each time mask at a share of the utterance: 0.08 of 300 frames is 24
+        torch.manual_seed(seed)
+        y = spec_augment(x, freq_masks=0, time_p=0.08)
+        assert (y == 0).all(1).sum().item() <= 2 * 23
+    assert torch.equal(spec_augment(x[:10], freq_masks=0, time_p=0.08), x[:10])  # under one frame: no time mask
 
 
 @pytest.mark.shared_data

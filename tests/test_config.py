@@ -366,3 +366,29 @@ def test_lm_cutoffs_above_the_vocabulary_are_refused_in_one_line():
     r = resolve(REPO / "recipes/wikitext103/6L-b2t.yaml", "tiny").recipe
     with pytest.raises(ValueError, match=r"adaptive_cutoffs \[8, 20\]: every band edge must lie below .* 15 words"):
         build_model(r, 15, 1)
+
+
+def test_a_key_added_to_the_schema_leaves_the_hash_alone_at_its_default():
+    """A recipe at an added key's default trained as before the key existed: its hash leaves the key out, so its
+    records keep counting; any other value is another recipe."""
+    import dataclasses
+    import hashlib
+    import json
+
+    from repro.config import ADDED_KEYS
+    path = REPO / "recipes/librispeech/6L-6L-post_ln.yaml"
+    r = resolve(path, "paper")
+    d = r.recipe.to_dict()
+    d["train"].pop("seed")
+    for key in ADDED_KEYS:
+        section, name = key.split(".")
+        d[section].pop(name)
+    assert r.hash() == hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
+    other = resolve(path, "paper", sets=["data.specaugment_time_p=0.5"])
+    assert other.hash() != r.hash() and dataclasses.asdict(other.recipe)["data"]["specaugment_time_p"] == 0.5
+    assert resolve(path, "mini").recipe.data.specaugment_time_p == 0.08
+    for bad in ("0", "1.5"):
+        with pytest.raises(RecipeError, match="data.specaugment_time_p"):
+            resolve(path, "paper", sets=[f"data.specaugment_time_p={bad}"])
+    with pytest.raises(RecipeError, match="data.specaugment_time_p"):  # a key of task asr only
+        resolve(REPO / "recipes/6L-6L-post_ln.yaml", "paper", sets=["data.specaugment_time_p=0.5"])

@@ -15,6 +15,7 @@ All train-* folders are merged into one split `train`; other split names are kep
 
 from __future__ import annotations
 
+import math
 import os
 import tarfile
 import multiprocessing
@@ -195,18 +196,22 @@ def prepare_librispeech(root: Path, source: Path | None, vocab_size: int = 10000
 
 
 def spec_augment(feats: torch.Tensor, freq_masks: int = 2, freq_width: int = 27, time_masks: int = 2,
-                 time_width: int = 100) -> torch.Tensor:
-    """fairseq's LibriSpeech SpecAugment policy ("ld", LibriSpeech double): 2 frequency masks F=27,
-    2 time masks T=100 (at most the whole utterance), no time warp.
+                 time_width: int = 100, time_p: float = 1.0) -> torch.Tensor:
+    """fairseq's LibriSpeech SpecAugment policy ("ld", LibriSpeech double): 2 frequency masks of width in [0, F=27),
+    2 time masks of width in [0, min(T=100, time_p x frames)), no time warp (fairseq
+    data/audio/feature_transforms/specaugment.py, with its policy's time_mask_p 1.0 unless `time_p` says less).
     Masks are filled with the mean (zero after utterance normalisation). Uses torch's RNG (saved for resume)."""
     x = feats.clone()
     t, c = x.shape
     for _ in range(freq_masks):
-        w = int(torch.randint(0, freq_width + 1, ()))
+        w = int(torch.randint(0, freq_width, ()))
         f0 = int(torch.randint(0, max(1, c - w), ()))
         x[:, f0:f0 + w] = 0.0
+    widest = min(time_width, math.floor(t * time_p))
+    if widest < 1:  # too short an utterance for any time mask
+        return x
     for _ in range(time_masks):
-        w = min(int(torch.randint(0, time_width + 1, ())), t)
+        w = int(torch.randint(0, widest, ()))
         t0 = int(torch.randint(0, max(1, t - w), ()))
         x[t0:t0 + w, :] = 0.0
     return x
@@ -215,11 +220,12 @@ def spec_augment(feats: torch.Tensor, freq_masks: int = 2, freq_width: int = 27,
 class SpeechData:
     """Features and transcript pieces of one split; batches are sized by frames (data.max_tokens)."""
 
-    def __init__(self, corpus_dir: Path, split: str, specaugment: bool = False, max_frames: int = 6000):
+    def __init__(self, corpus_dir: Path, split: str, specaugment: bool = False, max_frames: int = 6000,
+                 time_p: float = 1.0):
         corpus_dir = Path(corpus_dir)
         self.feats = feature_array(corpus_dir / f"{split}.feats")
         self.tgt = TokenArray(corpus_dir / f"{split}.tgt")
-        self.specaugment = specaugment
+        self.specaugment, self.time_p = specaugment, time_p
         self.sizes = self.feats.sizes.copy()
         self.sizes[self.sizes > max_frames] = np.iinfo(np.int32).max  # never batched
         self.src = self  # decoding orders utterances by self.src.sizes
@@ -230,7 +236,7 @@ class SpeechData:
     def collate(self, indices) -> dict:
         feats = [torch.as_tensor(self.feats[i]) for i in indices]
         if self.specaugment:
-            feats = [spec_augment(f) for f in feats]
+            feats = [spec_augment(f, time_p=self.time_p) for f in feats]
         lengths = torch.tensor([len(f) for f in feats])
         src = torch.zeros(len(feats), int(lengths.max()), N_MELS)
         for i, f in enumerate(feats):

@@ -27,7 +27,7 @@ def open_split(recipe: Recipe, corpus_dir: Path, split: str, train: bool = False
     if recipe.task == "asr":
         from repro.data.librispeech import SpeechData
         return SpeechData(corpus_dir, split, specaugment=train and recipe.data.specaugment,
-                          max_frames=recipe.data.max_source_positions)
+                          max_frames=recipe.data.max_source_positions, time_p=recipe.data.specaugment_time_p)
     raise ValueError(f"unknown task {recipe.task!r}")
 
 
