@@ -609,7 +609,8 @@ ADDED_KEYS = {"data.specaugment_time_p": 1.0}
 # resolved recipe leaves them out.
 TASK_ONLY = {"data.tokens_per_sample": "lm", "model.adaptive_cutoffs": "lm", "model.adaptive_factor": "lm",
              "model.adaptive_softmax_dropout": "lm", "eval.context_window": "lm",
-             "data.specaugment": "asr", "data.specaugment_time_p": "asr", "model.input_features": "asr", "model.conv_channels": "asr"}
+             "data.specaugment": "asr", "data.specaugment_time_p": "asr", "model.input_features": "asr",
+             "model.conv_channels": "asr"}
 NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*")
 
 
