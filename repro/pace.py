@@ -259,9 +259,14 @@ def here_label(threads: int, cuda_graphs: bool = False) -> str:
                           "cuda_graphs": cuda_graphs})
 
 
+def pace_key(recorded: dict[str, list[float]], recipe_name: str) -> str:
+    """The key a machine's records price a recipe by: the recipe where they keep it, else its depth."""
+    return recipe_name if recorded.get(recipe_name) else depth(recipe_name)
+
+
 def pace_of(recorded: dict[str, list[float]], recipe_name: str) -> list[float] | None:
     """[seconds, batches] a machine's records (machine_paces, one label's) keep of a recipe, else of its depth."""
-    return recorded.get(recipe_name) or recorded.get(depth(recipe_name))
+    return recorded.get(pace_key(recorded, recipe_name))
 
 
 def _same_kind(label: str) -> str:

@@ -28,7 +28,7 @@ from repro.config import run_folder
 from repro.launch import Job, default_threads, run_jobs
 from repro.needed import claim_missing, missing_runs
 from repro.options import check_folder
-from repro.pace import depth, here_label, machine_paces, pace_of, recipe_batches, recipe_updates, scaled_paces
+from repro.pace import here_label, machine_paces, pace_key, pace_of, recipe_batches, recipe_updates, scaled_paces
 from repro.progress import console
 from repro.results import recipes_dir
 from repro.tables.render import plain_table, wrap
@@ -186,7 +186,7 @@ def build(results_dir: Path, scale: str = "mini", on_gpu: bool = False) -> list[
     got = order(sets, scale, paces, here, kinds)
     for s in got:  # say where a price rests on another machine's pace
         froms = sorted({borrowed[k] for r, _ in s.new_runs if s.priced_on == here
-                        for k in [r if r in paces[here] else depth(r)] if k in borrowed})
+                        if (k := pace_key(paces[here], r)) in borrowed})
         if froms:
             s.priced_on += f" (from {'; '.join(froms)})"
     return got
