@@ -1,21 +1,23 @@
 """Training speed of the `mini` configuration on this machine's CPU: the real recipe, data, loss and optimizer.
 
-    python benchmarks/mini_step.py [--recipe recipes/6L-6L-post_ln.yaml] [--steps 30] [--threads 1] [--profile]
-                                   [--plain] [--numerics]
+    python benchmarks/mini_step.py [--recipe recipes/6L-6L-post_ln.yaml] [--steps 30] [--warmup 3] [--threads 1]
+                                   [--profile] [--plain] [--numerics]
     python benchmarks/mini_step.py --against OTHER_CHECKOUT [--configs 6L-6L-post_ln:1:20 ...] [--rounds 3]
     python benchmarks/mini_step.py --layouts 1x2 2x1 [--recipe ...] [--steps 20] [--rounds 3]
 
 Builds the recipe at scale mini (d 128, FFN 512, 2,048 tokens per batch) on the prepared Multi30k corpus
 (`lnrepro prepare multi30k --source ../shared/data/multi30k`), runs the training step of repro/train/loop.py
 (forward, label-smoothed loss, backward, clipping, Adam) on the first batches of epoch 1, and reports target tokens
-per second over the timed steps (after 3 warm-up steps). With --profile, the top operators of torch's profiler.
+per second over the timed steps (after --warmup steps, 3 by default) and the process's CPU time per step (the
+steadier figure while other work shares the cores). With --profile, the top operators of torch's profiler.
 The step runs as training does, with the CPU paths (repro/model/cpu_paths.py: this processor's faster library for
 the products, uniform-draw dropout, glibc keeping freed memory; the chunked output loss, repro/train/output_loss.py;
 fused Adam); --plain runs torch's own layers, loss, Adam and allocator settings instead (one process each, since
 the allocator setting cannot be undone). --numerics compares one step's loss and gradients of the two paths
 on the same batch with dropout off, and prints the largest differences. --against times another checkout of
-lnrepro (say, `git worktree add ../base main`) against this one: each RECIPE:THREADS:STEPS in its own process, the
-two checkouts interleaved, round after round; it prints the median step of each and writes every row with the
+lnrepro (say, `git worktree add ../base main`) against this one, this script's step on each one's code: each
+RECIPE:THREADS:STEPS in its own process, the two checkouts interleaved, round after round; it prints the median
+target tokens/s and CPU time per step of each and writes every row with the
 processor's name, family and vector units (benchmarks/results/mini_step_cpu_VENDOR-FAMILY-MODEL.json by default).
 --layouts 1x2 2x1 times how a machine's cores are best divided among runs: JOBS steps at once, THREADS threads
 each, their tokens/s summed (benchmarks/results/job_layout_cpu_VENDOR-FAMILY-MODEL.json).
@@ -46,6 +48,8 @@ def main():
     ap.add_argument("--root", type=Path, default=Path("data"))
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--warmup", type=int, default=3, help="untimed steps first (the heap grows over the first "
+                    "few dozen of a language model's)")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--precision", default="fp32", help="fp32 or bf16 (autocast, as train.precision)")
     ap.add_argument("--plain", action="store_true", help="torch's own layers and allocator settings")
@@ -74,7 +78,8 @@ def main():
     torch.manual_seed(1)
     model = build_model(r, read_meta(corpus)["vocab_size"], PAD).train()
     opt = make_optimizer(model.parameters(), 1e-4, r.optim.betas, r.optim.eps, r.optim.weight_decay)
-    batches = [data.collate(idx) for idx in token_batches(data.sizes, batch_tokens(r), 1, 1)[: args.steps + 3]]
+    first = token_batches(data.sizes, batch_tokens(r), 1, 1)[: args.steps + args.warmup]
+    batches = [data.collate(idx) for idx in first]
 
     def step(batch):
         opt.zero_grad(set_to_none=True)
@@ -88,21 +93,22 @@ def main():
         opt.step()
         return ntok
 
-    for b in batches[:3]:
+    for b in batches[:args.warmup]:
         step(b)
-    tokens, t0 = 0, time.perf_counter()
-    for b in batches[3:]:
+    tokens, t0, c0 = 0, time.perf_counter(), time.process_time()
+    for b in batches[args.warmup:]:
         tokens += step(b)
-    seconds = time.perf_counter() - t0
+    seconds, cpu_ms = time.perf_counter() - t0, (time.process_time() - c0) / args.steps * 1000
     print(f"{args.recipe} mini, {paths}, {args.precision}, {args.threads} thread(s): "
           f"{tokens / seconds:,.0f} target tokens/s "
-          f"({seconds / args.steps * 1000:.0f} ms per step)")
+          f"({seconds / args.steps * 1000:.0f} ms per step, {cpu_ms:.0f} ms of CPU time)")
     if args.profile:
-        print_profile(lambda: [step(b) for b in batches[3:8]])
+        print_profile(lambda: [step(b) for b in batches[args.warmup:args.warmup + 5]])
     if args.out:
         write_json(args.out, {"machine": machine(), "recipe": args.recipe, "threads": args.threads,
                               "precision": args.precision, "paths": paths,
-                              "steps": args.steps, "target_tokens_per_s": tokens / seconds})
+                              "steps": args.steps, "target_tokens_per_s": tokens / seconds,
+                              "cpu_ms_per_step": cpu_ms})
 
 
 def against(args):
@@ -122,24 +128,32 @@ def against(args):
                 name, threads, steps = config.split(":")
                 for label, tree in trees.items():
                     out = Path(tmp) / "row.json"
-                    cmd = [sys.executable, str(tree / "benchmarks/mini_step.py"), "--recipe", f"recipes/{name}.yaml",
-                           "--threads", threads, "--steps", steps, "--root", str(args.root.resolve()),
+                    # this checkout's timing of each checkout's code (the script's folder comes first on the
+                    # path, the package from PYTHONPATH)
+                    cmd = [sys.executable, str(here / "benchmarks/mini_step.py"), "--recipe", f"recipes/{name}.yaml",
+                           "--threads", threads, "--steps", steps, "--warmup", str(args.warmup),
+                           "--root", str(args.root.resolve()),
                            "--out", str(out)]
-                    env = dict(os.environ, PYTHONPATH=f"{tree / 'benchmarks'}:{tree}")
+                    env = dict(os.environ, PYTHONPATH=str(tree))
                     done = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True)
                     if done.returncode:
                         sys.exit(f"{' '.join(cmd)} failed:\n{done.stderr[-2000:]}")
-                    rate = json.loads(out.read_text())["target_tokens_per_s"]
+                    got = json.loads(out.read_text())
+                    rate, cpu_ms = got["target_tokens_per_s"], got["cpu_ms_per_step"]
                     rows.append({"round": rnd, "recipe": name, "threads": int(threads), "steps": int(steps),
-                                 "checkout": label, "commit": _commit(tree), "target_tokens_per_s": rate})
-                    print(f"round {rnd} {name} {threads} thread(s) {label:>5}: {rate:,.0f} target tokens/s", flush=True)
+                                 "checkout": label, "commit": _commit(tree), "target_tokens_per_s": rate,
+                                 "cpu_ms_per_step": cpu_ms})
+                    print(f"round {rnd} {name} {threads} thread(s) {label:>5}: {rate:,.0f} target tokens/s, "
+                          f"{cpu_ms:.0f} ms of CPU time per step", flush=True)
     for config in args.configs:
         name, threads, _ = config.split(":")
-        med = {label: statistics.median(r["target_tokens_per_s"] for r in rows if r["recipe"] == name
-                                        and r["threads"] == int(threads) and r["checkout"] == label)
-               for label in trees}
-        print(f"{name}, {threads} thread(s): {med['other']:,.0f} -> {med['this']:,.0f} target tokens/s, "
-              f"{med['this'] / med['other']:.2f}x")
+        med = {(label, key): statistics.median(r[key] for r in rows if r["recipe"] == name
+                                               and r["threads"] == int(threads) and r["checkout"] == label)
+               for label in trees for key in ("target_tokens_per_s", "cpu_ms_per_step")}
+        rate, cpu = (lambda label: med[label, "target_tokens_per_s"]), (lambda label: med[label, "cpu_ms_per_step"])
+        print(f"{name}, {threads} thread(s): {rate('other'):,.0f} -> {rate('this'):,.0f} target tokens/s, "
+              f"{rate('this') / rate('other'):.2f}x; CPU time per step {cpu('other'):.0f} -> {cpu('this'):.0f} ms, "
+              f"{cpu('other') / cpu('this'):.2f}x")
     cpu = processor()
     out = args.out or Path(f"benchmarks/results/mini_step_cpu_{cpu.get('vendor', 'cpu')}-{cpu.get('family', '')}-"
                            f"{cpu.get('model', '')}.json")

@@ -135,3 +135,64 @@ def test_linear_gradient_from_a_column_slice():
         grads.append((xx.grad, ww.grad))
     for a, b in zip(*grads):
         assert rel(a, b) < 1e-6
+
+
+def reference_attention(q, k, v, allowed, keep, p):
+    """Attention in fp64 with the given keep mask: softmax over the allowed keys (zeros where none is), the kept
+    probabilities scaled by 1 / (1 - p)."""
+    scores = (q.double() @ k.double().transpose(-2, -1)) / q.shape[-1] ** 0.5
+    probs = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1).nan_to_num(0.0)
+    return (probs * keep / (1 - p)) @ v.double()
+
+
+@pytest.mark.parametrize("case", ["causal", "key padding", "a query with no key"])
+def test_attention_with_dropout_matches_fp64_reference(case):
+    """The CPU path's attention dropout: the softmax over the keys a query may attend, each probability kept where
+    its uniform draw is at least p and scaled by 1 / (1 - p); outputs and gradients as an fp64 reference with the
+    same draws."""
+    torch.manual_seed(0)
+    b, h, t, s, p = 3, 2, 5, 5, 0.25
+    q, k, v = (torch.randn(b, h, n, 8, requires_grad=True) for n in (t, s, s))
+    mask, causal = None, False
+    if case == "causal":
+        causal, allowed = True, torch.ones(t, s, dtype=torch.bool).tril()
+    else:
+        mask = torch.ones(b, 1, 1, s, dtype=torch.bool)
+        mask[0, ..., 3:] = False  # the first sequence's last two keys are padding
+        if case == "a query with no key":
+            mask = mask.expand(b, 1, t, s).clone()
+            mask[1, 0, 2] = False
+        allowed = mask
+    torch.manual_seed(7)
+    out = cpu_paths.attention(q, k, v, mask, causal, p)
+    torch.manual_seed(7)
+    keep = torch.rand(b, h, t, s).ge(p)
+    assert 0 < int((~keep).sum()) < keep.numel()
+    ref = reference_attention(q, k, v, allowed, keep, p)
+    assert rel(out, ref) < 1e-6
+    weights = torch.randn_like(out)
+    grads = torch.autograd.grad((out * weights).sum(), (q, k, v))
+    ref_grads = torch.autograd.grad((ref * weights.double()).sum(), (q, k, v))
+    assert max(rel(a, r) for a, r in zip(grads, ref_grads)) < 1e-6
+    if case == "a query with no key":
+        assert torch.equal(out[1, :, 2], torch.zeros(h, 8))
+
+
+def test_attention_keeps_torch_elsewhere():
+    """Without dropout, in fp64 or with the CPU paths off, attention is torch's scaled_dot_product_attention."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 2, 4, 8) for _ in range(3))
+    expected = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    assert torch.equal(cpu_paths.attention(q, k, v, None, True, 0.0), expected)
+    torch.manual_seed(1)
+    through_torch = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), dropout_p=0.5)
+    torch.manual_seed(1)
+    assert torch.equal(cpu_paths.attention(q.double(), k.double(), v.double(), None, False, 0.5), through_torch)
+    cpu_paths.ENABLED = False
+    try:
+        torch.manual_seed(1)
+        plain = cpu_paths.attention(q, k, v, None, False, 0.5)
+    finally:
+        cpu_paths.ENABLED = True
+    torch.manual_seed(1)
+    assert torch.equal(plain, F.scaled_dot_product_attention(q, k, v, dropout_p=0.5))

@@ -1,13 +1,14 @@
-"""Multi-head attention through torch's scaled_dot_product_attention, with an incremental-decoding cache."""
+"""Multi-head attention through torch's scaled_dot_product_attention (in training on the CPU with attention dropout,
+repro/model/cpu_paths.py's `attention`), with an incremental-decoding cache."""
 
 from __future__ import annotations
 
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+from repro.model import cpu_paths
 from repro.model.cpu_paths import Linear
 
 
@@ -84,8 +85,6 @@ class MultiheadAttention(nn.Module):
                 causal = False  # one new query attends to every cached position
         if mask is not None:
             mask = mask.unsqueeze(1)  # broadcast over heads
-        out = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0,
-            is_causal=causal and mask is None)
+        out = cpu_paths.attention(q, k, v, mask, causal, self.dropout if self.training else 0.0)
         b, h, t, dh = out.shape
         return self.out_proj(out.transpose(1, 2).reshape(b, t, h * dh))

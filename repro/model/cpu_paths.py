@@ -11,6 +11,11 @@ arithmetic stays fp32; only the order of the sums differs, so results agree to f
 Dropout: on the CPU, torch's dropout draws its mask with bernoulli_, 2.7x slower than drawing uniforms and
 comparing (measured forward and backward at 2,048 x 128). Same distribution, another random stream.
 
+Attention with dropout: torch's CPU flash kernel takes no dropout, so scaled_dot_product_attention falls back to its
+math path, which draws the mask with bernoulli_ and checks every row for being wholly masked (`_safe_softmax`). The
+language model and speech recipes train with attention dropout; `attention` computes the same product here, its
+mask drawn as Dropout draws it (benchmarks/README.md, "Attention dropout on the CPU").
+
 keep_freed_memory: glibc hands every allocation over its mmap threshold straight back to the system when freed,
 so each step's activation buffers are fresh pages, faulted in one by one: a 64 MB clone takes 45 ms instead of 4.
 Training and decoding on the CPU call it once to keep freed memory in the process for reuse.
@@ -119,3 +124,24 @@ class Dropout(nn.Dropout):
                 return x * torch.rand_like(x).ge(self.p) * (1.0 / (1.0 - self.p))
             return x * torch.rand_like(x).ge_(self.p).mul_(1.0 / (1.0 - self.p))
         return super().forward(x)
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, causal: bool,
+              dropout_p: float) -> torch.Tensor:
+    """F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=causal and mask is
+    None), computed here where the CPU paths apply and dropout_p > 0 (see the module's docstring). mask is boolean,
+    True where a query may attend; a query that may attend nowhere gets zeros, as torch's math path gives it."""
+    if not (ENABLED and 0.0 < dropout_p < 1.0 and applies(q)):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
+                                              is_causal=causal and mask is None)
+    scores = (q * q.shape[-1] ** -0.5) @ k.transpose(-2, -1)
+    if mask is not None:
+        scores.masked_fill_(~mask, float("-inf"))
+    elif causal:
+        t, s = scores.shape[-2:]
+        scores.masked_fill_(torch.ones(t, s, dtype=torch.bool).triu_(1), float("-inf"))
+    probs = torch.softmax(scores, dim=-1)
+    if mask is not None and not mask.any(dim=-1).all():
+        probs = probs.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
+    # the kept probabilities times v / (1 - p): the scale on v, the smaller operand
+    return (probs * torch.rand_like(probs).ge_(dropout_p)) @ (v * (1.0 / (1.0 - dropout_p)))
