@@ -8,9 +8,9 @@
 Builds the recipe at scale mini (d 128, FFN 512, 2,048 tokens per batch) on the prepared Multi30k corpus
 (`lnrepro prepare multi30k --source ../shared/data/multi30k`), runs the training step of repro/train/loop.py
 (forward, label-smoothed loss, backward, clipping, Adam) on the first batches of epoch 1, and reports target tokens
-per second over the timed steps (after --warmup steps, 3 by default) and the process's CPU time per step (the
-steadier figure while other work shares the cores). With --profile, the top operators of torch's profiler.
-The step runs as training does, with the CPU paths (repro/model/cpu_paths.py: this processor's faster library for
+per second over the timed steps (after --warmup steps, 3 by default), the process's CPU time per step (the
+steadier figure while other work shares the cores) and its page faults per step. With --profile, the top operators
+of torch's profiler. The step runs as training does, with the CPU paths (repro/model/cpu_paths.py: this processor's faster library for
 the products, uniform-draw dropout, glibc keeping freed memory; the chunked output loss, repro/train/output_loss.py;
 fused Adam); --plain runs torch's own layers, loss, Adam and allocator settings instead (one process each, since
 the allocator setting cannot be undone). --numerics compares one step's loss and gradients of the two paths
@@ -78,8 +78,8 @@ def main():
     torch.manual_seed(1)
     model = build_model(r, read_meta(corpus)["vocab_size"], PAD).train()
     opt = make_optimizer(model.parameters(), 1e-4, r.optim.betas, r.optim.eps, r.optim.weight_decay)
-    first = token_batches(data.sizes, batch_tokens(r), 1, 1)[: args.steps + args.warmup]
-    batches = [data.collate(idx) for idx in first]
+    first = token_batches(data.sizes, batch_tokens(r), 1, 1)  # epoch 1's, again from its start where too few
+    batches = [data.collate(first[i % len(first)]) for i in range(args.steps + args.warmup)]
 
     def step(batch):
         opt.zero_grad(set_to_none=True)
@@ -95,20 +95,27 @@ def main():
 
     for b in batches[:args.warmup]:
         step(b)
-    tokens, t0, c0 = 0, time.perf_counter(), time.process_time()
+    tokens, t0, c0, f0 = 0, time.perf_counter(), time.process_time(), page_faults()
     for b in batches[args.warmup:]:
         tokens += step(b)
     seconds, cpu_ms = time.perf_counter() - t0, (time.process_time() - c0) / args.steps * 1000
+    faults = (page_faults() - f0) / args.steps
     print(f"{args.recipe} mini, {paths}, {args.precision}, {args.threads} thread(s): "
           f"{tokens / seconds:,.0f} target tokens/s "
-          f"({seconds / args.steps * 1000:.0f} ms per step, {cpu_ms:.0f} ms of CPU time)")
+          f"({seconds / args.steps * 1000:.0f} ms per step, {cpu_ms:.0f} ms of CPU time, {faults:,.0f} page faults)")
     if args.profile:
         print_profile(lambda: [step(b) for b in batches[args.warmup:args.warmup + 5]])
     if args.out:
         write_json(args.out, {"machine": machine(), "recipe": args.recipe, "threads": args.threads,
                               "precision": args.precision, "paths": paths,
                               "steps": args.steps, "target_tokens_per_s": tokens / seconds,
-                              "cpu_ms_per_step": cpu_ms})
+                              "cpu_ms_per_step": cpu_ms, "page_faults_per_step": faults})
+
+
+def page_faults() -> int:
+    """This process's minor page faults so far: a first touch of memory the heap has just grown by."""
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 def against(args):

@@ -284,6 +284,36 @@ def test_plan_prices_an_earlier_regimes_run_and_a_tokens_x4_calibration_run_per_
         pytest.approx(0.5 * recipe_updates("gigaword/6L-6L-b2t", "mini")), "its depth, 1 thread")
 
 
+def test_jobs_run_with_their_heap_on_huge_pages(tmp_path, monkeypatch):
+    """A job's process starts with glibc's hugetlb tunable beside any the user set (a user's own hugetlb setting
+    stands), and glibc then backs a large allocation with huge pages where the kernel offers them."""
+    from repro import launch
+    assert launch.with_huge_pages({})["GLIBC_TUNABLES"] == "glibc.malloc.hugetlb=1"
+    assert launch.with_huge_pages({"GLIBC_TUNABLES": "glibc.malloc.arena_max=2"})["GLIBC_TUNABLES"] == (
+        "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1")
+    assert launch.with_huge_pages({"GLIBC_TUNABLES": "glibc.malloc.hugetlb=0"}) == {
+        "GLIBC_TUNABLES": "glibc.malloc.hugetlb=0"}
+    job = tmp_path / "job.sh"  # stands in for python: writes the tunables it was started with
+    job.write_text(f"#!/bin/sh\necho \"$GLIBC_TUNABLES\" > {tmp_path / 'seen'}\n")
+    job.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(job))
+    monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
+    launch.run_jobs([launch.Job("j", [["train"]], tmp_path / "j.log")], 1, 1, poll_s=0.05)
+    assert (tmp_path / "seen").read_text().strip() == "glibc.malloc.hugetlb=1"
+    monkeypatch.undo()
+    import platform
+    if platform.libc_ver()[0] != "glibc" or tuple(map(int, platform.libc_ver()[1].split("."))) < (2, 35):
+        pytest.skip("glibc before 2.35 has no hugetlb tunable")
+    thp = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+    if not thp.is_file() or "[never]" in thp.read_text() or not Path("/proc/self/smaps_rollup").is_file():
+        pytest.skip("this kernel offers no transparent huge pages")
+    probe = ("import torch\nx = torch.ones(64 * 2 ** 20 // 4)\n"
+             "print(next(l.split()[1] for l in open('/proc/self/smaps_rollup') if l.startswith('AnonHugePages')))")
+    huge_kb = int(subprocess.run([sys.executable, "-c", probe], env=launch.with_huge_pages(dict(os.environ)),
+                                 capture_output=True, text=True, check=True).stdout)
+    assert huge_kb >= 32 * 1024  # of the 64 MB tensor
+
+
 @pytest.mark.slow
 def test_sigterm_stops_the_jobs_and_an_ignored_sighup_stays_ignored(tmp_path):
     """`kill` (SIGTERM) of a running reproduce stops its jobs too; each runs in a session of its own, so it would
