@@ -2,8 +2,9 @@
 
 Each job is a list of `lnrepro` arguments run as `python -m repro.cli ...` with its own log file and thread count
 (LNREPRO_THREADS, OMP_NUM_THREADS), its heap on huge pages (HUGE_PAGES). A rich live view shows each job's state
-and, when the job names a run directory, its latest update and loss from the run's log.jsonl. Ctrl-C, SIGTERM (kill, timeout, a batch system) and
-SIGHUP stop every job; their checkpoints stay, so running the same jobs again resumes them.
+and, when the job names a run directory, its latest update and loss from the run's log.jsonl. Ctrl-C, SIGTERM
+(kill, timeout, a batch system) and SIGHUP stop every job; their checkpoints stay, so running the same jobs again
+resumes them.
 """
 
 from __future__ import annotations
