@@ -141,7 +141,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
         t, s = scores.shape[-2:]
         scores.masked_fill_(torch.ones(t, s, dtype=torch.bool).triu_(1), float("-inf"))
     probs = torch.softmax(scores, dim=-1)
-    if mask is not None and not mask.any(dim=-1).all():
-        probs = probs.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
+    reaches = mask.any(dim=-1, keepdim=True) if mask is not None else None
+    if reaches is not None and not reaches.all():
+        probs = probs.masked_fill(~reaches, 0.0)
     # the kept probabilities times v / (1 - p): the scale on v, the smaller operand
     return (probs * torch.rand_like(probs).ge_(dropout_p)) @ (v * (1.0 / (1.0 - dropout_p)))
