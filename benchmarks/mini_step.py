@@ -61,11 +61,15 @@ def main():
                                                      "60L-12L-post_ln:1:5", "60L-12L-post_ln:2:5"],
                     help="RECIPE:THREADS:STEPS, the recipe's name under recipes/")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--paces", action="store_true", help="time the configs on this checkout alone, for the queue's "
+                    "prices (benchmarks/results/mini_paces_cpu_*.json)")
     ap.add_argument("--layouts", nargs="+", type=layout_arg, help="JOBSxTHREADS (say 1x2 2x1): that many steps side by side, "
                                                   "each its own process, against the cores' total")
     args = ap.parse_args()
     if args.against:
         return against(args)
+    if args.paces:
+        return paces(args)
     if args.layouts:
         return layouts(args)
     torch.set_num_threads(args.threads)
@@ -118,16 +122,17 @@ def page_faults() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
-def against(args):
-    """Time the configs in the other checkout and in this one, each run its own process, interleaved."""
+def timed_rows(args, trees: dict[str, Path], huge_pages: bool = False) -> list[dict]:
+    """Each config (RECIPE:THREADS:STEPS) timed on each checkout's code, each in its own process, the checkouts
+    interleaved, round after round: one row per timing. `huge_pages`: the heap as the jobs that reproduce,
+    calibrate and queue start have it (launch.with_huge_pages)."""
     import os
-    import statistics
     import subprocess
     import sys
     import tempfile
-    from common import processor
+    from repro.launch import with_huge_pages
+    from repro.pace import here_label
     here = Path(__file__).resolve().parents[1]
-    trees = {"other": args.against.resolve(), "this": here}
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for rnd in range(1, args.rounds + 1):
@@ -142,16 +147,33 @@ def against(args):
                            "--root", str(args.root.resolve()),
                            "--out", str(out)]
                     env = dict(os.environ, PYTHONPATH=str(tree))
+                    env = with_huge_pages(env) if huge_pages else env
                     done = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True)
                     if done.returncode:
                         sys.exit(f"{' '.join(cmd)} failed:\n{done.stderr[-2000:]}")
                     got = json.loads(out.read_text())
                     rate, cpu_ms = got["target_tokens_per_s"], got["cpu_ms_per_step"]
                     rows.append({"round": rnd, "recipe": name, "threads": int(threads), "steps": int(steps),
-                                 "checkout": label, "commit": _commit(tree), "target_tokens_per_s": rate,
-                                 "cpu_ms_per_step": cpu_ms})
+                                 "checkout": label, "commit": _commit(tree), "machine": here_label(int(threads)),
+                                 "target_tokens_per_s": rate, "cpu_ms_per_step": cpu_ms})
                     print(f"round {rnd} {name} {threads} thread(s) {label:>5}: {rate:,.0f} target tokens/s, "
                           f"{cpu_ms:.0f} ms of CPU time per step", flush=True)
+    return rows
+
+
+def results_file(args, kind: str) -> Path:
+    from common import processor
+    cpu = processor()
+    return args.out or Path(f"benchmarks/results/{kind}_cpu_{cpu.get('vendor', 'cpu')}-{cpu.get('family', '')}-"
+                            f"{cpu.get('model', '')}.json")
+
+
+def against(args):
+    """Time the configs in the other checkout and in this one, each run its own process, interleaved."""
+    import statistics
+    here = Path(__file__).resolve().parents[1]
+    trees = {"other": args.against.resolve(), "this": here}
+    rows = timed_rows(args, trees)
     for config in args.configs:
         name, threads, _ = config.split(":")
         med = {(label, key): statistics.median(r[key] for r in rows if r["recipe"] == name
@@ -161,10 +183,22 @@ def against(args):
         print(f"{name}, {threads} thread(s): {rate('other'):,.0f} -> {rate('this'):,.0f} target tokens/s, "
               f"{rate('this') / rate('other'):.2f}x; CPU time per step {cpu('other'):.0f} -> {cpu('this'):.0f} ms, "
               f"{cpu('other') / cpu('this'):.2f}x")
-    cpu = processor()
-    out = args.out or Path(f"benchmarks/results/mini_step_cpu_{cpu.get('vendor', 'cpu')}-{cpu.get('family', '')}-"
-                           f"{cpu.get('model', '')}.json")
-    write_json(out, {"machine": machine(), "date": time.strftime("%Y-%m-%d"), "rows": rows})
+    write_json(results_file(args, "mini_step"), {"machine": machine(), "date": time.strftime("%Y-%m-%d"),
+                                                 "rows": rows})
+
+
+def paces(args):
+    """The CPU seconds a batch of each config's recipe takes on this machine, for the queue to price the depths
+    no record has trained here (repro/pace.py, measured_paces): benchmarks/results/mini_paces_cpu_*.json."""
+    import statistics
+    rows = timed_rows(args, {"this": Path(__file__).resolve().parents[1]}, huge_pages=True)
+    for config in args.configs:
+        name, threads, _ = config.split(":")
+        cpu = statistics.median(r["cpu_ms_per_step"] for r in rows if r["recipe"] == name
+                                and r["threads"] == int(threads))
+        print(f"{name}, {threads} thread(s): {cpu:.0f} ms of CPU time per batch (median of {args.rounds})")
+    write_json(results_file(args, "mini_paces"), {"machine": machine(), "date": time.strftime("%Y-%m-%d"),
+                                                  "rows": rows})
 
 
 def layout_arg(text: str) -> str:

@@ -193,6 +193,33 @@ def measured_rates(folder: Path = BENCHMARK_RESULTS) -> list[dict]:
     return out
 
 
+MEASURED = "mini_step.py on "  # the label of a machine's measured paces: "mini_step.py on AMD EPYC 26/2, 1 thread"
+
+
+def measured_paces(folder: Path = BENCHMARK_RESULTS) -> dict[str, dict[str, list[float]]]:
+    """The CPU paces benchmarks/mini_step.py --paces measured (benchmarks/results/mini_paces_cpu_*.json), as
+    machine_paces keeps the records' ({label: {recipe name or depth: [seconds, batches]}}): the training step alone,
+    its CPU time per batch, under the label MEASURED + the machine's. They price a depth no record prices, scaled
+    like another machine's paces by the ratio on the depths both have (scaled_paces): a deep model's cost is
+    measured, not guessed from a shallow one's."""
+    out: dict[str, dict[str, list[float]]] = {}
+    for path in sorted(Path(folder).glob("mini_paces_cpu_*.json")) if Path(folder).is_dir() else []:
+        try:
+            rows = json.loads(path.read_text(encoding="utf-8")).get("rows") or []
+        except (ValueError, OSError, AttributeError):
+            continue
+        for row in rows:
+            name, machine_words = row.get("recipe"), row.get("machine")
+            if not (name and machine_words and row.get("steps") and row.get("cpu_ms_per_step")):
+                continue
+            label = MEASURED + machine_words
+            for key in (name, depth(name)):
+                total = out.setdefault(label, {}).setdefault(key, [0.0, 0])
+                total[0] += row["cpu_ms_per_step"] / 1000 * row["steps"]
+                total[1] += row["steps"]
+    return out
+
+
 def measured_estimate(recipe_name: str, scale: str, gpus: int, rates: list[dict]) -> tuple[float | None, str]:
     """A paper-scale MT run's seconds on `gpus` GPUs at the fastest rate measured for its depth and precision
     (a GPU's rate times the GPUs: DDP overlapping its all-reduce), or None with what was measured instead."""
@@ -275,10 +302,11 @@ def _same_kind(label: str) -> str:
 
 
 def scaled_paces(paces: dict[str, dict[str, list[float]]], here: str) -> tuple[dict[str, list[float]], dict[str, str]]:
-    """`here`'s paces, completed from the other machines of its kind (the same thread count on a CPU): a recipe or
-    depth `here` never trained takes another machine's pace times the two machines' ratio, the seconds `here` took
-    for its batches of the depths both trained against the other's for the same batches; the machine that trained
-    more batches of those depths first. A depth neither trained stays unpriced. Returns the paces and, for each key taken, where from
+    """`here`'s paces, completed from the other machines of its kind (the same thread count on a CPU): a depth `here`
+    never trained takes, with its recipes, one other machine's paces times the two machines' ratio, the seconds
+    `here` took for its batches of the depths both trained against the other's for the same batches; the machine
+    that trained more batches of those depths first, but this machine's own measured step (measured_paces) before
+    any. A depth none of them trained stays unpriced. Returns the paces and, for each key taken, where from
     ("AMD EPYC 25/17, 1 thread x 0.64")."""
     mine = dict(paces.get(here, {}))
     borrowed: dict[str, str] = {}
@@ -292,11 +320,19 @@ def scaled_paces(paces: dict[str, dict[str, list[float]]], here: str) -> tuple[d
             took = sum(mine[k][0] for k in shared)
             would = sum(theirs[k][0] / theirs[k][1] * mine[k][1] for k in shared)
             ratios.append((sum(theirs[k][1] for k in shared), label, took / would))
-    for _, label, ratio in sorted(ratios, reverse=True):
-        for key, (seconds, batches) in paces[label].items():
-            if key not in mine:
+    # this machine's own step, measured, first; then the machine that trained more batches of the shared depths
+    # a depth's recipes are priced from one source, the first that has the depth (a key whose depth is no key of
+    # the same machine is a depth)
+    group = lambda keys, k: depth(k) if depth(k) in keys else k
+    claimed = {group(mine, k) for k in mine}
+    for *_, label, ratio in sorted(ratios, key=lambda r: (r[1] == MEASURED + here, r[0]), reverse=True):
+        theirs = paces[label]
+        new = {group(theirs, k) for k in theirs} - claimed
+        for key, (seconds, batches) in theirs.items():
+            if group(theirs, key) in new:
                 mine[key] = [seconds * ratio, batches]
                 borrowed[key] = f"{label} x {ratio:.2f}"
+        claimed |= new
     return mine, borrowed
 
 

@@ -7,8 +7,9 @@ by claims decided per priced hour, and worked down in lanes whose run folders ou
 - Order: calibration of an undecided task first (every record of that task waits for it); then the claim sets,
   most claims decided per hour first, each priced at this machine's pace where the records keep one (a depth it
   never trained at another machine's of its kind, scaled by their ratio on the depths both trained:
-  pace.scaled_paces), else at the fastest machine of the kind here (a GPU's where one is present) that priced it;
-  runs another set already queued are not paid twice. Sets nobody priced come after the priced ones, fewest runs
+  pace.scaled_paces; the CPU times per batch benchmarks/mini_step.py --paces measured count as one more machine
+  there: pace.measured_paces), else at the fastest machine of the kind here (a GPU's where one is present) that
+  priced it; runs another set already queued are not paid twice. Sets nobody priced come after the priced ones, fewest runs
   first. Claims of a task whose regime is undecided wait: their runs could go stale when it is decided.
 - `--run` trains the queued runs in that order (runs stopped part-way first), one-thread runs side by side on a CPU
   or a cell's seeds as one group on a GPU, in run folders outside the checkout (`--runs`, default $LNREPRO_RUNS or
@@ -28,7 +29,8 @@ from repro.config import run_folder
 from repro.launch import Job, default_threads, run_jobs
 from repro.needed import claim_missing, missing_runs
 from repro.options import check_folder
-from repro.pace import here_label, machine_paces, pace_key, pace_of, recipe_batches, recipe_updates, scaled_paces
+from repro.pace import (here_label, machine_paces, measured_paces, pace_key, pace_of, recipe_batches, recipe_updates,
+                        scaled_paces)
 from repro.progress import console
 from repro.results import recipes_dir
 from repro.tables.render import plain_table, wrap
@@ -174,10 +176,15 @@ def order(sets: list[DecisiveSet], scale: str, paces: dict, here: str | None, ki
     return out + waiting
 
 
-def build(results_dir: Path, scale: str = "mini", on_gpu: bool = False) -> list[DecisiveSet]:
+def build(results_dir: Path, scale: str = "mini", on_gpu: bool = False, measured: dict | None = None
+          ) -> list[DecisiveSet]:
+    """The decisive sets in queue order, priced from the records' paces and, for depths no record prices,
+    `measured` ones (pace.measured_paces: the committed benchmarks' when not given)."""
     results_dir = Path(results_dir)
     undecided = undecided_tasks(results_dir) if scale == "mini" else {}
     paces, machines = machine_paces(results_dir, scale)
+    if scale == "mini":  # the benchmark measures mini's step
+        paces.update(measured_paces() if measured is None else measured)
     here, kinds = pricing_label(paces, machines, on_gpu)
     borrowed = {}
     if here:
@@ -217,9 +224,10 @@ def render(sets: list[DecisiveSet], hours: float | None, fmt: str = "text", limi
     for i, s in enumerate(sets, 1):
         if s.hours is not None and s.state == "queued":
             total += s.hours
-        cost = "not priced" if s.hours is None else f"{s.hours:.1f} h on {s.priced_on}"
+        cost = "not priced" if s.hours is None else f"{s.hours:.1f} h"
+        where = f" (priced on {s.priced_on})" if s.hours is not None else ""
         body.append([str(i), s.state + ("*" if s in chosen and (hours is not None or limit) else ""), s.kind,
-                     str(len(s.new_runs)), cost, f"{' / '.join(s.claims)}: {s.why}"])
+                     str(len(s.new_runs)), cost, f"{' / '.join(s.claims)}: {s.why}{where}"])
     head = (f"{len(sets)} decisive sets, {sum(len(s.new_runs) for s in sets if s.state == 'queued')} runs queued, "
             f"{sum(len(s.new_runs) for s in sets if s.state == 'waiting')} waiting for a regime")
     if hours is not None or limit:

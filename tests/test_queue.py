@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from repro import queue
 from repro.cli import app
-from repro.pace import scaled_paces
+from repro.pace import here_label, measured_paces, scaled_paces
 from repro.queue import DecisiveSet
 
 REPO = Path(__file__).resolve().parents[1]
@@ -45,16 +45,59 @@ def test_a_budget_takes_the_queued_sets_in_order_while_they_fit():
 def test_a_depth_this_machine_never_trained_is_priced_from_a_machine_of_its_kind_scaled_by_their_ratio():
     here, a, b, c = "here, 1 thread", "a, 1 thread", "b, 2 threads", "c, 1 thread"
     paces = {here: {"wikitext103/6L": [100.0, 100], "wikitext103/6L-pre_ln": [100.0, 100]},
-             a: {"wikitext103/6L": [200.0, 100], "18L-18L": [400.0, 100], "18L-18L-b2t": [400.0, 100]},
+             a: {"wikitext103/6L": [200.0, 100], "wikitext103/6L-b2t": [9.0, 1], "18L-18L": [400.0, 100],
+                 "18L-18L-b2t": [400.0, 100]},
              b: {"wikitext103/6L": [10.0, 100], "60L-12L": [1.0, 1]},  # two threads: not comparable
-             c: {"wikitext103/6L": [50.0, 10], "18L-18L": [1.0, 1], "gigaword/6L-6L": [30.0, 10]}}
+             c: {"wikitext103/6L": [50.0, 10], "18L-18L": [1.0, 1], "18L-18L-dlcl": [1.0, 1],
+                 "gigaword/6L-6L": [30.0, 10]}}
     mine, borrowed = scaled_paces(paces, here)
     assert mine["wikitext103/6L"] == [100.0, 100] and "wikitext103/6L" not in borrowed  # its own pace stands
     assert mine["18L-18L-b2t"] == [200.0, 100] and borrowed["18L-18L-b2t"] == "a, 1 thread x 0.50"
     assert mine["18L-18L"] == [200.0, 100]  # a shares 100 batches with here, c only 10: a's ratio first
     assert mine["gigaword/6L-6L"] == [6.0, 10] and borrowed["gigaword/6L-6L"] == "c, 1 thread x 0.20"
     assert "60L-12L" not in mine  # only a two-thread machine trained it
+    # a depth's recipes come from the source of the depth: here's own, a's 18L-18L; DLCL then at a's depth pace
+    assert "wikitext103/6L-b2t" not in mine and "18L-18L-dlcl" not in mine
     assert scaled_paces(paces, "nobody, 1 thread") == ({}, {})  # nothing of its own: no ratio to scale by
+
+
+def test_a_depth_no_record_prices_is_priced_from_the_cpu_time_the_benchmark_measured(tmp_path):
+    row = lambda recipe, ms: {"recipe": recipe, "machine": "here, 1 thread", "steps": 10, "cpu_ms_per_step": ms,
+                              "threads": 1, "round": 1}
+    rows = [row("librispeech/6L-6L-pre_ln", 100.0), row("gigaword/18L-18L-pre_ln", 800.0),
+            row("gigaword/18L-18L-pre_ln", 1000.0), {"recipe": "gigaword/6L-6L-b2t", "steps": 5}]  # no machine: skipped
+    (tmp_path / "mini_paces_cpu_x.json").write_text(json.dumps({"rows": rows}))
+    (tmp_path / "mini_paces_cpu_broken.json").write_text("{")
+    (tmp_path / "mini_step_cpu_x.json").write_text(json.dumps({"rows": [row("wikitext103/16L-b2t", 1.0)]}))
+    measured = measured_paces(tmp_path)
+    label = "mini_step.py on here, 1 thread"
+    assert measured == {label: {"librispeech/6L-6L-pre_ln": [1.0, 10], "librispeech/6L-6L": [1.0, 10],
+                                "gigaword/18L-18L-pre_ln": [18.0, 20], "gigaword/18L-18L": [18.0, 20]}}
+    # the records' wall seconds per batch against the benchmark's CPU seconds on the depth both have: 0.12 / 0.10;
+    # this machine's measured step before another machine's records, though these share more batches with it
+    paces = {"here, 1 thread": {"librispeech/6L-6L": [120.0, 1000], "librispeech/6L-6L-post_ln": [120.0, 1000]},
+             "other, 1 thread": {"librispeech/6L-6L": [240.0, 1000], "gigaword/18L-18L": [5.0, 1],
+                                 "gigaword/6L-6L": [1.0, 1]},
+             **measured}
+    mine, borrowed = scaled_paces(paces, "here, 1 thread")
+    assert mine["gigaword/18L-18L"] == pytest.approx([18.0 * 1.2, 20]) and borrowed["gigaword/18L-18L"] == f"{label} x 1.20"
+    assert mine["gigaword/6L-6L"] == [0.5, 1] and borrowed["gigaword/6L-6L"] == "other, 1 thread x 0.50"
+    assert mine["librispeech/6L-6L"] == [120.0, 1000]  # a recorded pace stands
+
+
+def test_the_queue_prices_with_the_measured_paces_what_no_record_prices():
+    unpriced = [s for s in queue.build(REPO / "results", "mini", measured={}) if s.state == "queued" and s.hours is None
+                and s.kind == "claim"]
+    assert unpriced, "every queued set is priced by records alone: pick another depth for this test"
+    recipes = {r for s in unpriced for r, _ in s.new_runs}
+    # a pace for each of them on this machine, and the depths this machine's records price, at one second a batch
+    from repro.pace import depth, machine_paces
+    known = set(machine_paces(REPO / "results", "mini")[0].get(here_label(1), {}))
+    measured = {"mini_step.py on " + here_label(1): {k: [1.0, 1] for k in recipes | {depth(r) for r in recipes} | known}}
+    got = {tuple(s.claims): s for s in queue.build(REPO / "results", "mini", measured=measured)}
+    for s in unpriced:
+        now = got[tuple(s.claims)]
+        assert now.hours is not None and "mini_step.py on" in now.priced_on, now.priced_on
 
 
 def test_the_queue_of_the_committed_records_and_its_jobs(tmp_path, monkeypatch):
@@ -68,7 +111,10 @@ def test_the_queue_of_the_committed_records_and_its_jobs(tmp_path, monkeypatch):
     claims = [s for s in sets if s.kind == "claim" and s.state == "queued"]
     priced = [s for s in claims if s.hours]
     rate = [len(s.claims) / s.hours for s in priced]
-    assert rate == sorted(rate, reverse=True) or len({r for r in rate}) == len(rate)
+    # greedy: a set that shares no run with an earlier one was priced the same when each earlier set was picked
+    for j, s in enumerate(priced):
+        if len(s.new_runs) == len(s.runs):
+            assert all(r >= rate[j] - 1e-12 for r in rate[:j]), (j, rate)
     assert all(s.hours is None for s in claims[len(priced):])  # unpriced sets after the priced ones
     for s in sets:  # the runs a set asks for are the claim's own next look, never past the cap
         assert all(isinstance(seed, str) or seed <= 20 for _, seed in s.runs)
