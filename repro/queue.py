@@ -53,11 +53,13 @@ class DecisiveSet:
     hours: float | None = None
     priced_on: str = ""
     new_runs: list = field(default_factory=list)  # the runs no set before it queued
+    max_updates: int | None = None  # a calibration run's length where it is not the cap: the deepest Pre-LN's
 
     def as_dict(self) -> dict:
         return {"kind": self.kind, "task": self.task, "claims": self.claims,
                 "runs": [list(r) for r in self.runs], "new_runs": [list(r) for r in self.new_runs],
-                "state": self.state, "hours": self.hours, "priced_on": self.priced_on, "why": self.why}
+                "state": self.state, "hours": self.hours, "priced_on": self.priced_on, "why": self.why,
+                "max_updates": self.max_updates}
 
 
 def undecided_tasks(results_dir: Path) -> dict[str, dict]:
@@ -90,7 +92,9 @@ def calibration_sets(undecided: dict[str, dict], results_dir: Path) -> list[Deci
             st = (need["warmup_updates"], need["lr"], need["tokens_factor"])
             out.append(DecisiveSet("calibration", task, [f"{task} regime (calibration v2.1)"],
                                    [(spec.deep_pre_ln, calibration.label(spec.deep_pre_ln, st))],
-                                   why=f"the deepest Pre-LN at the candidate {calibration.label('', st)}"))
+                                   why=f"the deepest Pre-LN at the candidate {calibration.label('', st)}, to its "
+                                       f"length, {need['max_updates']:,} updates",
+                                   max_updates=need["max_updates"]))
     return out
 
 
@@ -113,16 +117,17 @@ def claim_sets(results_dir: Path, scale: str, undecided: dict) -> list[DecisiveS
     return out
 
 
-def run_seconds(recipe: str, scale: str, label: str, paces: dict, calibration_run: str = "") -> float | None:
+def run_seconds(recipe: str, scale: str, label: str, paces: dict, calibration_run: str = "",
+                max_updates: int | None = None) -> float | None:
     """One run's training seconds at a machine's recorded pace (of the recipe, else of its depth); a calibration
-    run is priced at its spec's cap."""
+    run is priced at `max_updates`, else its spec's cap."""
     pace = pace_of(paces.get(label, {}), recipe)
     if pace is None:
         return None
     if calibration_run:
         spec = calibration.load_spec(recipes_dir() / "calibration" / "v2" / f"{task_folder(recipe)}.yaml")
         k = int(calibration_run.rsplit("-x", 1)[1]) if "-x" in calibration_run else 1
-        return spec.max_updates * k * pace[0] / pace[1]
+        return (max_updates or spec.max_updates) * k * pace[0] / pace[1]
     return recipe_updates(recipe, scale) * recipe_batches(recipe, scale) * pace[0] / pace[1]
 
 
@@ -141,7 +146,7 @@ def price(sets: list[DecisiveSet], scale: str, paces: dict, here: str | None, ki
         options = [here] if here else kinds
         best = None
         for label in options:
-            each = [run_seconds(r, scale, label, paces, seed if s.kind == "calibration" else "")
+            each = [run_seconds(r, scale, label, paces, seed if s.kind == "calibration" else "", s.max_updates)
                     for r, seed in s.new_runs]
             if each and None not in each and (best is None or sum(each) < best[0]):
                 best = (sum(each), label)
@@ -252,7 +257,7 @@ def jobs(sets: list[DecisiveSet], results_dir: Path, runs_dir: Path, data_root: 
             for name, base in s.new_runs:
                 st = calibration.parse_setting(spec, "w" + base.rsplit("-w", 1)[1])
                 out.append(calibration.train_job(spec, name, st, runs_dir / "calibration" / "v2" / s.task, data_root,
-                                                 evaluate=calibration_v2_1.x1_first(spec)))
+                                                 s.max_updates, evaluate=calibration_v2_1.x1_first(spec)))
             continue
         planned = []
         for name, seed in s.new_runs:

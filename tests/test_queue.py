@@ -100,6 +100,23 @@ def test_the_queue_prices_with_the_measured_paces_what_no_record_prices():
         assert now.hours is not None and "mini_step.py on" in now.priced_on, now.priced_on
 
 
+def test_the_deepest_pre_ln_run_trains_and_is_priced_to_its_candidates_length_as_calibrate_trains_it(tmp_path):
+    from repro import calibration
+    from repro.results import recipes_dir
+    spec = calibration.load_spec(recipes_dir() / "calibration" / "v2" / "librispeech.yaml")  # as the queue loads it
+    st = (4000, 0.0005, 1)
+    deep = DecisiveSet("calibration", "librispeech", ["regime"],
+                       [(spec.deep_pre_ln, calibration.label(spec.deep_pre_ln, st))], max_updates=12000)
+    deep.new_runs = deep.runs
+    (job,) = queue.jobs([deep], REPO / "results", tmp_path / "lanes", tmp_path / "data", on_gpu=False)
+    same = calibration.train_job(spec, spec.deep_pre_ln, st, tmp_path / "lanes" / "calibration" / "v2" / "librispeech",
+                                 tmp_path / "data", 12000, evaluate=True)
+    assert job.steps == same.steps and "optim.max_updates=12000" in job.steps[0]
+    pace = {"cpu, 1 thread": {spec.deep_pre_ln: [1.0, 1]}}
+    queue.price([deep], "mini", pace, "cpu, 1 thread", [])
+    assert deep.hours == pytest.approx(12000 / 3600)  # not the cap's 24,000
+
+
 def test_the_queue_of_the_committed_records_and_its_jobs(tmp_path, monkeypatch):
     monkeypatch.setenv("LNREPRO_RUNS", str(tmp_path / "lanes"))
     assert queue.default_runs() == tmp_path / "lanes"
