@@ -4,6 +4,7 @@
                                    [--profile] [--plain] [--numerics]
     python benchmarks/mini_step.py --against OTHER_CHECKOUT [--configs 6L-6L-post_ln:1:20 ...] [--rounds 3]
     python benchmarks/mini_step.py --layouts 1x2 2x1 [--recipe ...] [--steps 20] [--rounds 3]
+    python benchmarks/mini_step.py --paces --configs gigaword/18L-18L-pre_ln:1:10 ... [--rounds 3]
 
 Builds the recipe at scale mini (d 128, FFN 512, 2,048 tokens per batch) on the prepared Multi30k corpus
 (`lnrepro prepare multi30k --source ../shared/data/multi30k`), runs the training step of repro/train/loop.py
@@ -21,6 +22,9 @@ target tokens/s and CPU time per step of each and writes every row with the
 processor's name, family and vector units (benchmarks/results/mini_step_cpu_VENDOR-FAMILY-MODEL.json by default).
 --layouts 1x2 2x1 times how a machine's cores are best divided among runs: JOBS steps at once, THREADS threads
 each, their tokens/s summed (benchmarks/results/job_layout_cpu_VENDOR-FAMILY-MODEL.json).
+--paces times each config on this checkout alone, with the heap the training jobs get, and writes its CPU time per
+batch with this machine's label (benchmarks/results/mini_paces_cpu_VENDOR-FAMILY-MODEL.json), which the queue reads
+to price the depths no record prices (repro/pace.py: measured_paces).
 """
 
 from __future__ import annotations

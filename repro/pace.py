@@ -320,9 +320,9 @@ def scaled_paces(paces: dict[str, dict[str, list[float]]], here: str) -> tuple[d
             took = sum(mine[k][0] for k in shared)
             would = sum(theirs[k][0] / theirs[k][1] * mine[k][1] for k in shared)
             ratios.append((sum(theirs[k][1] for k in shared), label, took / would))
-    # this machine's own step, measured, first; then the machine that trained more batches of the shared depths
-    # a depth's recipes are priced from one source, the first that has the depth (a key whose depth is no key of
-    # the same machine is a depth)
+    # this machine's own step, measured, first; then the machine that trained more batches of the shared depths.
+    # A depth's recipes are priced from one source, the first that has the depth (a key whose depth is no key of
+    # the same machine is a depth).
     group = lambda keys, k: depth(k) if depth(k) in keys else k
     claimed = {group(mine, k) for k in mine}
     for *_, label, ratio in sorted(ratios, key=lambda r: (r[1] == MEASURED + here, r[0]), reverse=True):

@@ -80,7 +80,8 @@ def test_a_depth_no_record_prices_is_priced_from_the_cpu_time_the_benchmark_meas
                                  "gigaword/6L-6L": [1.0, 1]},
              **measured}
     mine, borrowed = scaled_paces(paces, "here, 1 thread")
-    assert mine["gigaword/18L-18L"] == pytest.approx([18.0 * 1.2, 20]) and borrowed["gigaword/18L-18L"] == f"{label} x 1.20"
+    assert mine["gigaword/18L-18L"] == pytest.approx([18.0 * 1.2, 20])
+    assert borrowed["gigaword/18L-18L"] == f"{label} x 1.20"
     assert mine["gigaword/6L-6L"] == [0.5, 1] and borrowed["gigaword/6L-6L"] == "other, 1 thread x 0.50"
     assert mine["librispeech/6L-6L"] == [120.0, 1000]  # a recorded pace stands
 
@@ -93,7 +94,8 @@ def test_the_queue_prices_with_the_measured_paces_what_no_record_prices():
     # a pace for each of them on this machine, and the depths this machine's records price, at one second a batch
     from repro.pace import depth, machine_paces
     known = set(machine_paces(REPO / "results", "mini")[0].get(here_label(1), {}))
-    measured = {"mini_step.py on " + here_label(1): {k: [1.0, 1] for k in recipes | {depth(r) for r in recipes} | known}}
+    keys = recipes | {depth(r) for r in recipes} | known
+    measured = {"mini_step.py on " + here_label(1): {k: [1.0, 1] for k in keys}}
     got = {tuple(s.claims): s for s in queue.build(REPO / "results", "mini", measured=measured)}
     for s in unpriced:
         now = got[tuple(s.claims)]
