@@ -29,8 +29,8 @@ from repro.config import run_folder
 from repro.launch import Job, default_threads, run_jobs
 from repro.needed import claim_missing, missing_runs
 from repro.options import check_folder
-from repro.pace import (here_label, machine_paces, measured_paces, pace_key, pace_of, recipe_batches, recipe_updates,
-                        scaled_paces)
+from repro.pace import (MEASURED, here_label, machine_paces, measured_paces, pace_key, pace_of, recipe_batches,
+                        recipe_updates, scaled_paces)
 from repro.progress import console
 from repro.results import recipes_dir
 from repro.tables.render import plain_table, wrap
@@ -197,8 +197,8 @@ def build(results_dir: Path, scale: str = "mini", on_gpu: bool = False, measured
     sets = calibration_sets(undecided, results_dir) + claim_sets(results_dir, scale, undecided)
     got = order(sets, scale, paces, here, kinds)
     for s in got:  # say where a price rests on another machine's pace
-        froms = sorted({borrowed[k] for r, _ in s.new_runs if s.priced_on == here
-                        if (k := pace_key(paces[here], r)) in borrowed})
+        froms = sorted({borrowed[k].replace(MEASURED + here, "mini_step.py here") for r, _ in s.new_runs
+                        if s.priced_on == here if (k := pace_key(paces[here], r)) in borrowed})
         if froms:
             s.priced_on += f" (from {'; '.join(froms)})"
     return got

@@ -99,7 +99,7 @@ def test_the_queue_prices_with_the_measured_paces_what_no_record_prices():
     got = {tuple(s.claims): s for s in queue.build(REPO / "results", "mini", measured=measured)}
     for s in unpriced:
         now = got[tuple(s.claims)]
-        assert now.hours is not None and "mini_step.py on" in now.priced_on, now.priced_on
+        assert now.hours is not None and "(from mini_step.py here x " in now.priced_on, now.priced_on
 
 
 def test_the_deepest_pre_ln_run_trains_and_is_priced_to_its_candidates_length_as_calibrate_trains_it(tmp_path):
