@@ -222,14 +222,16 @@ def current_records(results_dir: Path, scale: str) -> tuple[dict[str, list[dict]
         if rec.get("recipe_hash") == current_hash(name, scale):
             current.setdefault(name, []).append(rec)
         else:
-            reason = rec.get("stale_reason") or regime_changed(results_dir, scale, rec)
+            # its own note and, trained before its task's regime was chosen, that regime: both hold
+            reason = "; ".join(r for r in (rec.get("stale_reason"), regime_changed(results_dir, scale, rec)) if r)
             stale.setdefault(name, []).append({**rec, **({"stale_reason": reason} if reason else {})})
     return current, stale
 
 
 def regime_changed(results_dir: Path, scale: str, rec: dict) -> str:
     """Why a record of a changed recipe is stale when its task's regime was chosen after it started (calibration
-    v2's choice.json under results/<scale>/calibration/v2/<task>/): the regime it was not trained under; else ""."""
+    v2's choice.json under results/<scale>/calibration/v2/<task>/): the regime it was not trained under and the rule
+    version that chose it; else ""."""
     task = rec["recipe_name"].split("/")[0] if "/" in rec["recipe_name"] else "mt"
     path = Path(results_dir) / scale / "calibration" / "v2" / task / "choice.json"
     try:
@@ -239,7 +241,8 @@ def regime_changed(results_dir: Path, scale: str, rec: dict) -> str:
     chosen, decided = decision.get("choice"), str(decision.get("decided") or "")
     if not chosen or not decided or str(rec.get("started") or "") >= decided:
         return ""
-    return (f"trained before calibration v2 chose its task's {scale} regime on {decided[:10]}: warmup "
+    rules = str(decision.get("rules") or "calibration v2").split(" of ")[0]  # "calibration v2.1 of 2026-12-03 (...)"
+    return (f"trained before {rules} chose its task's {scale} regime on {decided[:10]}: warmup "
             f"{chosen['warmup_updates']:,}, lr {chosen['lr']:g}, tokens x{chosen.get('tokens_factor', 1)}, "
             f"{chosen['max_updates']:,} updates")
 

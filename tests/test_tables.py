@@ -523,11 +523,13 @@ def test_an_ablation_shows_beside_the_recipes_cells_and_in_runs(tmp_path):
 
 def test_a_record_trained_before_its_tasks_regime_was_chosen_says_so_when_stale(tmp_path):
     """A recipe changed by calibration v2's choice of its task's regime: its older records read stale with the
-    regime they were not trained under (from choice.json); one of a later change, or with its own note, does not."""
+    regime they were not trained under and the rule that chose it (from choice.json), after their own note where
+    they have one; one of a later change does not."""
     from repro.results import current_records, stale_note
     choice = tmp_path / "mini/calibration/v2/wikitext103/choice.json"
     choice.parent.mkdir(parents=True)
-    choice.write_text(json.dumps({"decided": "2026-12-04T05:00:00+00:00", "choice": {
+    choice.write_text(json.dumps({"decided": "2026-12-04T05:00:00+00:00", "rules": "calibration v2.1 of 2026-12-03 "
+                                  "(repro/calibration_v2_1.py: decide)", "choice": {
         "warmup_updates": 4000, "lr": 0.0005, "tokens_factor": 4, "max_updates": 4250}}))
     old = record("wikitext103/6L-b2t", 1, metrics={"valid_nll": 5.5})
     write_record(tmp_path, {**old, "recipe_hash": "0ld0ld0ld0ld"})
@@ -535,7 +537,8 @@ def test_a_record_trained_before_its_tasks_regime_was_chosen_says_so_when_stale(
     write_record(tmp_path, {**old, "seed": 3, "recipe_hash": "0ld0ld0ld0ld", "stale_reason": "its own note"})
     _, stale = current_records(tmp_path, "mini")
     reasons = {r["seed"]: r.get("stale_reason") for r in stale["wikitext103/6L-b2t"]}
-    assert reasons == {1: "trained before calibration v2 chose its task's mini regime on 2026-12-04: warmup 4,000, "
-                          "lr 0.0005, tokens x4, 4,250 updates", 2: None, 3: "its own note"}
+    regime = ("trained before calibration v2.1 chose its task's mini regime on 2026-12-04: warmup 4,000, lr 0.0005, "
+              "tokens x4, 4,250 updates")
+    assert reasons == {1: regime, 2: None, 3: "its own note; " + regime}
     note = stale_note("wikitext103/6L-b2t", stale["wikitext103/6L-b2t"])
     assert "3 stale records" in note and "its recipe changed since (hash 0ld0ld0ld0ld)" in note
