@@ -126,15 +126,14 @@ def decision(spec: CalibrationSpec, out_dir: Path, results_dir: Path, got: tuple
 
 
 def outcome(spec: CalibrationSpec, d: dict) -> str:
-    """A v2.1 decision in one line, with the rule that made it."""
+    """A v2.1 decision in one line, with the rule version that made it (v2 for a grid finished as v2 states it)."""
+    version = str(d.get("rules") or RULES_V2_1).split(" of ")[0]
     if d.get("kept_v1"):
         c = d["choice"]
-        return (f"kept v1 (calibration v2.1): warmup {c['warmup_updates']:,}, lr {c['lr']:g}, "
+        return (f"kept v1 ({version}): warmup {c['warmup_updates']:,}, lr {c['lr']:g}, "
                 f"{c['max_updates']:,} updates; {d['kept_v1']}")
-    line = calibration.outcome(spec, d)
-    if d.get("stage") and not d.get("choice") and not d.get("not_informative"):
-        line += f" ({d['stage']}, calibration v2.1)"
-    return line
+    waiting = d.get("stage") and not d.get("choice") and not d.get("not_informative")
+    return f"{calibration.outcome(spec, d)} ({d['stage'] + ', ' if waiting else ''}{version})"
 
 
 def decide(spec: CalibrationSpec, out_dir: Path, results_dir: Path) -> dict:

@@ -43,6 +43,7 @@ def test_a_grid_with_runs_on_the_rules_date_is_finished_as_v2_states_it():
         s = spec21(task=task)
         runs = x1()
         assert choose(s, runs, UNIGRAM, {}, (True, "")) == calibration.choose(s, runs, UNIGRAM, {})
+        assert calibration_v2_1.outcome(s, choose(s, runs, UNIGRAM, {}, (True, ""))).endswith("(calibration v2)")
         assert settings_to_train(s, choose(s, runs, UNIGRAM, {}, (True, ""))) == s.settings()
 
 
@@ -51,6 +52,7 @@ def test_x1_first_and_x4_only_when_no_x1_setting_serves():
     runs = x1()
     d = choose(s, runs, UNIGRAM, {st: OK for st in runs}, (False, ""))
     assert d["choice"]["tokens_factor"] == 1 and d["stage"] == "tokens x1"  # the x4 settings never run
+    assert calibration_v2_1.outcome(s, d).endswith("updates (calibration v2.1)")  # the version that chose
     d = choose(s, runs, UNIGRAM, {}, (False, ""))
     assert d["deep_needed"]["tokens_factor"] == 1 and settings_to_train(s, d)[-1][2] == 1
     bad = {st: ("failed", "loss exploded", []) for st in runs}
