@@ -231,7 +231,7 @@ def current_records(results_dir: Path, scale: str) -> tuple[dict[str, list[dict]
 def regime_changed(results_dir: Path, scale: str, rec: dict) -> str:
     """Why a record of a changed recipe is stale when its task's regime was chosen after it started (calibration
     v2's choice.json under results/<scale>/calibration/v2/<task>/): the regime it was not trained under and the rule
-    version that chose it; else ""."""
+    version that chose it; else "" (also where the choice kept the regime the recipes trained)."""
     task = rec["recipe_name"].split("/")[0] if "/" in rec["recipe_name"] else "mt"
     path = Path(results_dir) / scale / "calibration" / "v2" / task / "choice.json"
     try:
@@ -239,8 +239,8 @@ def regime_changed(results_dir: Path, scale: str, rec: dict) -> str:
     except (OSError, ValueError):
         return ""
     chosen, decided = decision.get("choice"), str(decision.get("decided") or "")
-    if not chosen or not decided or str(rec.get("started") or "") >= decided:
-        return ""
+    if not chosen or not decided or decision.get("kept_v1") or str(rec.get("started") or "") >= decided:
+        return ""  # a regime kept as it was (calibration v2.1's kept v1) made nothing stale
     rules = str(decision.get("rules") or "calibration v2").split(" of ")[0]  # "calibration v2.1 of 2026-12-03 (...)"
     return (f"trained before {rules} chose its task's {scale} regime on {decided[:10]}: warmup "
             f"{chosen['warmup_updates']:,}, lr {chosen['lr']:g}, tokens x{chosen.get('tokens_factor', 1)}, "

@@ -542,3 +542,8 @@ def test_a_record_trained_before_its_tasks_regime_was_chosen_says_so_when_stale(
     assert reasons == {1: regime, 2: None, 3: "its own note; " + regime}
     note = stale_note("wikitext103/6L-b2t", stale["wikitext103/6L-b2t"])
     assert "3 stale records" in note and "its recipe changed since (hash 0ld0ld0ld0ld)" in note
+    # a choice that kept the regime the recipes trained (calibration v2.1's kept v1) makes nothing stale
+    choice.write_text(json.dumps({**json.loads(choice.read_text()), "kept_v1": "both baselines learned under v1"}))
+    _, stale = current_records(tmp_path, "mini")
+    assert {r["seed"]: r.get("stale_reason") for r in stale["wikitext103/6L-b2t"]} == {1: None, 2: None,
+                                                                                     3: "its own note"}
