@@ -24,6 +24,7 @@ from repro.calibration import CalibrationSpec, label
 from repro.config import resolve
 from repro.judging import judged_records, learned_nothing, references_for
 from repro.references import load_references
+from repro.results import rule_version
 
 RULES_V2_1 = "calibration v2.1 of 2026-12-03 (repro/calibration_v2_1.py: decide)"
 DATE = "2026-12-03"
@@ -127,7 +128,7 @@ def decision(spec: CalibrationSpec, out_dir: Path, results_dir: Path, got: tuple
 
 def outcome(spec: CalibrationSpec, d: dict) -> str:
     """A v2.1 decision in one line, with the rule version that made it (v2 for a grid finished as v2 states it)."""
-    version = str(d.get("rules") or RULES_V2_1).split(" of ")[0]
+    version = rule_version(str(d.get("rules") or RULES_V2_1))
     if d.get("kept_v1"):
         c = d["choice"]
         return (f"kept v1 ({version}): warmup {c['warmup_updates']:,}, lr {c['lr']:g}, "

@@ -228,6 +228,11 @@ def current_records(results_dir: Path, scale: str) -> tuple[dict[str, list[dict]
     return current, stale
 
 
+def rule_version(rules: str) -> str:
+    """A rule's version from its stated name: "calibration v2.1" of "calibration v2.1 of 2026-12-03 (...)"."""
+    return rules.split(" of ")[0]
+
+
 def regime_changed(results_dir: Path, scale: str, rec: dict) -> str:
     """Why a record of a changed recipe is stale when its task's regime was chosen after it started (calibration
     v2's choice.json under results/<scale>/calibration/v2/<task>/): the regime it was not trained under and the rule
@@ -241,8 +246,7 @@ def regime_changed(results_dir: Path, scale: str, rec: dict) -> str:
     chosen, decided = decision.get("choice"), str(decision.get("decided") or "")
     if not chosen or not decided or decision.get("kept_v1") or str(rec.get("started") or "") >= decided:
         return ""  # a regime kept as it was (calibration v2.1's kept v1) made nothing stale
-    rules = str(decision.get("rules") or "calibration v2").split(" of ")[0]  # "calibration v2.1 of 2026-12-03 (...)"
-    return (f"trained before {rules} chose its task's {scale} regime on {decided[:10]}: warmup "
+    return (f"trained before {rule_version(str(decision.get('rules') or 'calibration v2'))} chose its task's {scale} regime on {decided[:10]}: warmup "
             f"{chosen['warmup_updates']:,}, lr {chosen['lr']:g}, tokens x{chosen.get('tokens_factor', 1)}, "
             f"{chosen['max_updates']:,} updates")
 
