@@ -246,7 +246,8 @@ def regime_changed(results_dir: Path, scale: str, rec: dict) -> str:
     chosen, decided = decision.get("choice"), str(decision.get("decided") or "")
     if not chosen or not decided or decision.get("kept_v1") or str(rec.get("started") or "") >= decided:
         return ""  # a regime kept as it was (calibration v2.1's kept v1) made nothing stale
-    return (f"trained before {rule_version(str(decision.get('rules') or 'calibration v2'))} chose its task's {scale} regime on {decided[:10]}: warmup "
+    rules = rule_version(str(decision.get("rules") or "calibration v2"))
+    return (f"trained before {rules} chose its task's {scale} regime on {decided[:10]}: warmup "
             f"{chosen['warmup_updates']:,}, lr {chosen['lr']:g}, tokens x{chosen.get('tokens_factor', 1)}, "
             f"{chosen['max_updates']:,} updates")
 
