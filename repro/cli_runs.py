@@ -173,7 +173,8 @@ def queue(scale: str = typer.Option("mini", "--scale", help="Whose records decid
           jobs: Optional[int] = typer.Option(None, "--jobs", help="Runs at once (default: one per core, one thread "
                                              "each; one on a GPU)."),
           runs: Optional[Path] = typer.Option(None, "--runs", help="Where the runs train: outside the checkout, so a "
-                                              "fresh clone resumes them (default $LNREPRO_RUNS or ~/lnrepro-runs)."),
+                                              "fresh clone resumes them (default $LNREPRO_RUNS or ~/lnrepro-runs); "
+                                              "a run stopped part-way there is priced for what it has left."),
           root: Root = None, results: Records = Path("results")):
     """The runs the claims still need, as decisive sets ordered by claims decided per priced hour; --run trains
     them in that order.
@@ -189,8 +190,8 @@ def queue(scale: str = typer.Option("mini", "--scale", help="Whose records decid
         check_results(results)
         if fmt not in ("text", "json"):
             raise ValueError(f"--format {fmt!r}: expected text or json")
-        sets = evidence_queue.build(results, scale, on_gpu)
+        runs = (runs or evidence_queue.default_runs()).expanduser()
+        sets = evidence_queue.build(results, scale, on_gpu, runs_dir=runs)
         print(evidence_queue.render(sets, hours, fmt, limit), end="")
         if run:
-            evidence_queue.run(sets, hours, limit, jobs, (runs or evidence_queue.default_runs()).expanduser(),
-                               root or default_root(), results, on_gpu, scale)
+            evidence_queue.run(sets, hours, limit, jobs, runs, root or default_root(), results, on_gpu, scale)

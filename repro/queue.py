@@ -9,7 +9,8 @@ by claims decided per priced hour, and worked down in lanes whose run folders ou
   never trained at another machine's of its kind, scaled by their ratio on the depths both trained:
   pace.scaled_paces; the CPU times per batch benchmarks/mini_step.py --paces measured count as one more machine
   there: pace.measured_paces), else at the fastest machine of the kind here (a GPU's where one is present) that
-  priced it; runs another set already queued are not paid twice. Sets nobody priced come after the priced ones,
+  priced it; runs another set already queued are not paid twice, and a run stopped part-way is paid for the
+  updates it has left. Sets nobody priced come after the priced ones,
   fewest runs first. Claims of a task whose regime is undecided wait: their runs could go stale when it is decided.
 - `--run` trains the queued runs in that order (runs stopped part-way first), one-thread runs side by side on a CPU
   or a cell's seeds as one group on a GPU, in run folders outside the checkout (`--runs`, default $LNREPRO_RUNS or
@@ -53,13 +54,14 @@ class DecisiveSet:
     hours: float | None = None
     priced_on: str = ""
     new_runs: list = field(default_factory=list)  # the runs no set before it queued
+    done: dict = field(default_factory=dict)  # (recipe, seed) -> updates a run stopped part-way has done
     max_updates: int | None = None  # a calibration run's length where it is not the cap: the deepest Pre-LN's
 
     def as_dict(self) -> dict:
         return {"kind": self.kind, "task": self.task, "claims": self.claims,
                 "runs": [list(r) for r in self.runs], "new_runs": [list(r) for r in self.new_runs],
                 "state": self.state, "hours": self.hours, "priced_on": self.priced_on, "why": self.why,
-                "max_updates": self.max_updates}
+                "max_updates": self.max_updates, "done": [[*r, n] for r, n in self.done.items()]}
 
 
 def undecided_tasks(results_dir: Path) -> dict[str, dict]:
@@ -118,17 +120,32 @@ def claim_sets(results_dir: Path, scale: str, undecided: dict) -> list[DecisiveS
 
 
 def run_seconds(recipe: str, scale: str, label: str, paces: dict, calibration_run: str = "",
-                max_updates: int | None = None) -> float | None:
-    """One run's training seconds at a machine's recorded pace (of the recipe, else of its depth); a calibration
-    run is priced at `max_updates`, else its spec's cap."""
+                max_updates: int | None = None, done: int = 0) -> float | None:
+    """One run's training seconds at a machine's recorded pace (of the recipe, else of its depth) for the updates
+    it has left after `done`; a calibration run is priced at `max_updates`, else its spec's cap."""
     pace = pace_of(paces.get(label, {}), recipe)
     if pace is None:
         return None
     if calibration_run:
         spec = calibration.load_spec(recipes_dir() / "calibration" / "v2" / f"{task_folder(recipe)}.yaml")
         k = int(calibration_run.rsplit("-x", 1)[1]) if "-x" in calibration_run else 1
-        return (max_updates or spec.max_updates) * k * pace[0] / pace[1]
-    return recipe_updates(recipe, scale) * recipe_batches(recipe, scale) * pace[0] / pace[1]
+        return max(0, (max_updates or spec.max_updates) - done) * k * pace[0] / pace[1]
+    return max(0, recipe_updates(recipe, scale) - done) * recipe_batches(recipe, scale) * pace[0] / pace[1]
+
+
+def part_done(sets: list[DecisiveSet], runs_dir: Path, scale: str) -> None:
+    """Each claim run stopped part-way in `runs_dir` (where `--run` trains it): the update of its newest
+    checkpoint, into its set's `done` and `why`."""
+    from repro.train.checkpoint import resumable, step_of
+    for s in sets:
+        if s.kind != "claim":
+            continue
+        for name, seed in s.runs:
+            if got := resumable(run_folder(runs_dir, name, scale, seed)):
+                s.done[name, seed] = step_of(got[-1])
+        if s.done:
+            s.why += "; " + ", ".join(f"{name} seed {seed} stopped at update {n:,} of "
+                                      f"{recipe_updates(name, scale):,}" for (name, seed), n in s.done.items())
 
 
 def pricing_label(paces: dict, machines: dict, on_gpu: bool) -> tuple[str | None, list[str]]:
@@ -146,8 +163,8 @@ def price(sets: list[DecisiveSet], scale: str, paces: dict, here: str | None, ki
         options = [here] if here else kinds
         best = None
         for label in options:
-            each = [run_seconds(r, scale, label, paces, seed if s.kind == "calibration" else "", s.max_updates)
-                    for r, seed in s.new_runs]
+            each = [run_seconds(r, scale, label, paces, seed if s.kind == "calibration" else "", s.max_updates,
+                                s.done.get((r, seed), 0)) for r, seed in s.new_runs]
             if each and None not in each and (best is None or sum(each) < best[0]):
                 best = (sum(each), label)
         s.hours, s.priced_on = (best[0] / 3600, best[1]) if best else (None, "")
@@ -181,10 +198,11 @@ def order(sets: list[DecisiveSet], scale: str, paces: dict, here: str | None, ki
     return out + waiting
 
 
-def build(results_dir: Path, scale: str = "mini", on_gpu: bool = False, measured: dict | None = None
-          ) -> list[DecisiveSet]:
+def build(results_dir: Path, scale: str = "mini", on_gpu: bool = False, measured: dict | None = None,
+          runs_dir: Path | None = None) -> list[DecisiveSet]:
     """The decisive sets in queue order, priced from the records' paces and, for depths no record prices,
-    `measured` ones (pace.measured_paces: the committed benchmarks' when not given)."""
+    `measured` ones (pace.measured_paces: the committed benchmarks' when not given); a run stopped part-way in
+    `runs_dir` is priced for what it has left."""
     results_dir = Path(results_dir)
     undecided = undecided_tasks(results_dir) if scale == "mini" else {}
     paces, machines = machine_paces(results_dir, scale)
@@ -195,6 +213,8 @@ def build(results_dir: Path, scale: str = "mini", on_gpu: bool = False, measured
     if here:
         paces[here], borrowed = scaled_paces(paces, here)
     sets = calibration_sets(undecided, results_dir) + claim_sets(results_dir, scale, undecided)
+    if runs_dir is not None:
+        part_done(sets, Path(runs_dir), scale)
     got = order(sets, scale, paces, here, kinds)
     for s in got:  # say where a price rests on another machine's pace
         froms = sorted({borrowed[k].replace(MEASURED + here, "mini_step.py here") for r, _ in s.new_runs

@@ -235,3 +235,19 @@ def test_runs_stopped_part_way_go_first(tmp_path):
     (partial / "resume_50.pt").write_bytes(b"x")
     jobs = queue.jobs([a, b], REPO / "results", tmp_path / "lanes", tmp_path / "data", on_gpu=False)
     assert [j.name for j in jobs] == ["6L-6L-pre_ln-mini-s4", "6L-6L-b2t-mini-s4"]
+
+
+def test_a_run_stopped_part_way_is_priced_for_the_updates_it_has_left(tmp_path):
+    whole = DecisiveSet("claim", "mt", ["a"], [(RECIPE, 4)])
+    part = DecisiveSet("claim", "mt", ["b"], [("6L-6L-pre_ln", 4)])
+    stopped = tmp_path / "lanes" / "6L-6L-pre_ln-mini-s4"
+    stopped.mkdir(parents=True)
+    (stopped / "checkpoint_2000.pt").write_bytes(b"x")
+    (stopped / "resume_6000.pt").write_bytes(b"x")  # the newest of either kind
+    queue.part_done([whole, part], tmp_path / "lanes", "mini")
+    assert whole.done == {} and part.done == {("6L-6L-pre_ln", 4): 6000}
+    assert part.why.endswith("6L-6L-pre_ln seed 4 stopped at update 6,000 of 8,000")
+    got = queue.order([whole, part], "mini", paces(0.01), "cpu, 1 thread", [])
+    assert got == [part, whole]  # one claim for a quarter of a run first
+    assert part.hours == pytest.approx(whole.hours / 4)
+    assert part.as_dict()["done"] == [["6L-6L-pre_ln", 4, 6000]]
