@@ -15,7 +15,7 @@ by claims decided per priced hour, and worked down in lanes whose run folders ou
 - `--run` trains the queued runs in that order (runs stopped part-way first), one-thread runs side by side on a CPU
   or a cell's seeds as one group on a GPU, in run folders outside the checkout (`--runs`, default $LNREPRO_RUNS or
   ~/lnrepro-runs), so a fresh clone on the same machine resumes them (`train --resume`); each record is written as
-  its run ends.
+  its run ends. Every corpus the chosen runs train on must be prepared before the first starts.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from pathlib import Path
 
 from repro import calibration, calibration_v2_1
 from repro.claims import CLAIMS, claim_cells, task_folder
-from repro.config import run_folder
+from repro.config import resolve, run_folder
+from repro.data.corpora import check_prepared
 from repro.launch import Job, default_threads, run_jobs
 from repro.needed import claim_missing, missing_runs
 from repro.options import check_folder
@@ -328,6 +329,8 @@ def run(sets: list[DecisiveSet], hours: float | None, limit: int | None, at_once
     if not todo:
         console.print("nothing queued to train", markup=False)
         return
+    check_prepared({resolve(recipes_dir() / f"{name}.yaml", scale).recipe.data.corpus
+                    for s in chosen for name, _ in s.new_runs}, data_root)
     collect, settle = watch(chosen, results_dir, runs_dir)
     console.print(f"training {len(todo)} job(s), {min(parallel, len(todo))} at once, in {runs_dir}", markup=False,
                   highlight=False)

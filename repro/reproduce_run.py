@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from repro import reproduce as rp
+from repro.config import resolve
+from repro.data.corpora import check_prepared
 from repro.data.tiny import ensure_tiny_corpora
 from repro.launch import run_jobs
 from repro.options import check_folder
@@ -57,6 +59,7 @@ def run(table: int, scale: str, seeds: int, cells: list[str], jobs: int, threads
         console.print(f"nothing to start: the {len(planned)} {runs_of} are done or training elsewhere" if running
                       else f"nothing to do: all {len(planned)} {runs_of} are done")
     elif launcher == "local":
+        check_prepared({resolve(r.recipe, scale).recipe.data.corpus for r in todo}, data_root)
         done = run_jobs(rp.local_jobs(planned, results, data_root, train_flags, grouping, on_gpu), jobs,
                         threads or rp.launch_threads(planned, jobs))
         bad = [j for j in done if j.state != "done"]

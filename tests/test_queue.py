@@ -251,3 +251,18 @@ def test_a_run_stopped_part_way_is_priced_for_the_updates_it_has_left(tmp_path):
     assert got == [part, whole]  # one claim for a quarter of a run first
     assert part.hours == pytest.approx(whole.hours / 4)
     assert part.as_dict()["done"] == [["6L-6L-pre_ln", 4, 6000]]
+
+
+def test_queue_run_names_each_corpus_not_prepared_before_any_run_starts(tmp_path):
+    root = tmp_path / "d"
+    (root / "multi30k").mkdir(parents=True)
+    (root / "multi30k" / "meta.json").write_text("{}")  # prepared, as far as the launch looks
+    sets = [DecisiveSet("claim", "mt", ["a"], [(RECIPE, 9)]),
+            DecisiveSet("claim", "gigaword", ["b"], [("gigaword/6L-6L-b2t", 9), ("gigaword/6L-6L-pre_ln", 9)])]
+    for s in sets:
+        s.new_runs = list(s.runs)
+    with pytest.raises(ValueError) as e:
+        queue.run(sets, None, None, 2, tmp_path / "runs", root, tmp_path / "results", on_gpu=False)
+    assert str(e.value) == (f"--root {root}: not prepared there: gigaword_sample (`lnrepro prepare gigaword "
+                            f"--source ../shared/data/gigaword --root {root}`)")
+    assert not list((tmp_path / "runs").glob("*"))  # nothing started

@@ -176,6 +176,16 @@ def test_bad_arguments_one_line(tmp_path):
     assert not (tmp_path / "d").exists()  # a wrong argument makes no tiny corpus
 
 
+def test_a_corpus_not_prepared_is_named_before_any_run_starts(tmp_path):
+    (tmp_path / "d").mkdir()
+    r = runner.invoke(app, ["reproduce", "1", "--scale", "mini", "--cells", "6L-6L", "--seeds", "1", "--results",
+                            str(tmp_path / "r"), "--runs", str(tmp_path / "runs"), "--root", str(tmp_path / "d")])
+    assert r.exit_code == 2, r.output
+    assert (f"--root {tmp_path / 'd'}: not prepared there: multi30k (`lnrepro prepare multi30k --source "
+            f"../shared/data/multi30k --root {tmp_path / 'd'}`)") in " ".join(r.output.split())
+    assert not list((tmp_path / "runs").glob("*"))  # no run folder, no log
+
+
 def test_plan_for_slurm_reads_runs_on_that_many_gpus_never_this_machine(tmp_path):
     """SLURM jobs train on the cluster's machines: this machine's pace says nothing of their cost."""
     from repro.reproduce import plan

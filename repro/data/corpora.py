@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 PREPARE_COMMANDS = {
     "wmt16_ende": "lnrepro prepare wmt",
     "wmt_sample": "lnrepro prepare wmt-sample --source ../shared/data",
@@ -20,3 +22,13 @@ PREPARE_COMMANDS = {
 
 def prepare_command(corpus: str) -> str:
     return PREPARE_COMMANDS.get(corpus, "lnrepro prepare DATASET (see lnrepro prepare --help)")
+
+
+def check_prepared(corpora: set[str], data_root: Path) -> None:
+    """Before a launch trains anything: every corpus its runs name is prepared under `data_root` (its meta.json is
+    there; the run checks the files), else one ValueError naming each missing corpus and the command that prepares
+    it, so that a fresh machine learns it at once and not from each run's log hours apart."""
+    missing = sorted(c for c in corpora if not (Path(data_root) / c / "meta.json").is_file())
+    if missing:
+        raise ValueError(f"--root {data_root}: not prepared there: "
+                         + "; ".join(f"{c} (`{prepare_command(c)} --root {data_root}`)" for c in missing))
