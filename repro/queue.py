@@ -10,8 +10,8 @@ by claims decided per priced hour, and worked down in lanes whose run folders ou
   pace.scaled_paces; the CPU times per batch benchmarks/mini_step.py --paces measured count as one more machine
   there: pace.measured_paces), else at the fastest machine of the kind here (a GPU's where one is present) that
   priced it; runs another set already queued are not paid twice, and a run stopped part-way is paid for the
-  updates it has left. Sets nobody priced come after the priced ones,
-  fewest runs first. Claims of a task whose regime is undecided wait: their runs could go stale when it is decided.
+  updates it has left. Sets nobody priced come after the priced ones, fewest runs first. Claims of a task whose
+  regime is undecided wait: their runs could go stale when it is decided.
 - `--run` trains the queued runs in that order (runs stopped part-way first), one-thread runs side by side on a CPU
   or a cell's seeds as one group on a GPU, in run folders outside the checkout (`--runs`, default $LNREPRO_RUNS or
   ~/lnrepro-runs), so a fresh clone on the same machine resumes them (`train --resume`); each record is written as
@@ -145,8 +145,8 @@ def part_done(sets: list[DecisiveSet], runs_dir: Path, scale: str) -> None:
             if got := resumable(run_folder(runs_dir, name, scale, seed)):
                 s.done[name, seed] = step_of(got[-1])
         if s.done:
-            s.why += "; " + ", ".join(f"{name} seed {seed} stopped at update {n:,} of "
-                                      f"{recipe_updates(name, scale):,}" for (name, seed), n in s.done.items())
+            s.why += "; " + ", ".join(f"{name} seed {seed} at update {n:,} of {recipe_updates(name, scale):,} "
+                                      f"(its newest checkpoint)" for (name, seed), n in s.done.items())
 
 
 def pricing_label(paces: dict, machines: dict, on_gpu: bool) -> tuple[str | None, list[str]]:

@@ -246,7 +246,7 @@ def test_a_run_stopped_part_way_is_priced_for_the_updates_it_has_left(tmp_path):
     (stopped / "resume_6000.pt").write_bytes(b"x")  # the newest of either kind
     queue.part_done([whole, part], tmp_path / "lanes", "mini")
     assert whole.done == {} and part.done == {("6L-6L-pre_ln", 4): 6000}
-    assert part.why.endswith("6L-6L-pre_ln seed 4 stopped at update 6,000 of 8,000")
+    assert part.why.endswith("6L-6L-pre_ln seed 4 at update 6,000 of 8,000 (its newest checkpoint)")
     got = queue.order([whole, part], "mini", paces(0.01), "cpu, 1 thread", [])
     assert got == [part, whole]  # one claim for a quarter of a run first
     assert part.hours == pytest.approx(whole.hours / 4)
