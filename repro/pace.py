@@ -1,4 +1,4 @@
-"""What runs cost: each machine's pace of each recipe (and of its depth) from the stretches of training the records
+"""What runs cost: each machine's pace of each recipe (and of its depth: pace_of) from the stretches of training the records
 kept, the durations whole runs took, the rates benchmarks measured on GPUs, and the hours and wall time of runs still
 to make. The planner (`reproduce --plan`), the runs still to run, the findings, calibration and the queue all price
 runs here, so that they never disagree about what a run costs.
@@ -198,10 +198,10 @@ MEASURED = "mini_step.py on "  # the label of a machine's measured paces: "mini_
 
 def measured_paces(folder: Path = BENCHMARK_RESULTS) -> dict[str, dict[str, list[float]]]:
     """The CPU paces benchmarks/mini_step.py --paces measured (benchmarks/results/mini_paces_cpu_*.json), as
-    machine_paces keeps the records' ({label: {recipe name or depth: [seconds, batches]}}): the training step alone,
-    its CPU time per batch, under the label MEASURED + the machine's. They price a depth no record prices, scaled
-    like another machine's paces by the ratio on the depths both have (scaled_paces): a deep model's cost is
-    measured, not guessed from a shallow one's."""
+    machine_paces keeps the records' ({label: {recipe name: [seconds, batches]}}): the training step alone, its CPU
+    time per batch, under the label MEASURED + the machine's. They price a depth no record prices, scaled like
+    another machine's paces by the ratio on the depths both have (scaled_paces): a deep model's cost is measured,
+    not guessed from a shallow one's."""
     out: dict[str, dict[str, list[float]]] = {}
     for path in sorted(Path(folder).glob("mini_paces_cpu_*.json")) if Path(folder).is_dir() else []:
         try:
@@ -212,11 +212,9 @@ def measured_paces(folder: Path = BENCHMARK_RESULTS) -> dict[str, dict[str, list
             name, machine_words = row.get("recipe"), row.get("machine")
             if not (name and machine_words and row.get("steps") and row.get("cpu_ms_per_step")):
                 continue
-            label = MEASURED + machine_words
-            for key in (name, depth(name)):
-                total = out.setdefault(label, {}).setdefault(key, [0.0, 0])
-                total[0] += row["cpu_ms_per_step"] / 1000 * row["steps"]
-                total[1] += row["steps"]
+            total = out.setdefault(MEASURED + machine_words, {}).setdefault(name, [0.0, 0])
+            total[0] += row["cpu_ms_per_step"] / 1000 * row["steps"]
+            total[1] += row["steps"]
     return out
 
 
@@ -286,14 +284,19 @@ def here_label(threads: int, cuda_graphs: bool = False) -> str:
                           "cuda_graphs": cuda_graphs})
 
 
-def pace_key(recorded: dict[str, list[float]], recipe_name: str) -> str:
-    """The key a machine's records price a recipe by: the recipe where they keep it, else its depth."""
-    return recipe_name if recorded.get(recipe_name) else depth(recipe_name)
+def depth_paces(recorded: dict[str, list[float]]) -> dict[str, list[float]]:
+    """[seconds, batches] of each depth over its recipes a machine's paces (machine_paces, one label's) keep."""
+    out: dict[str, list[float]] = {}
+    for name, (seconds, batches) in recorded.items():
+        total = out.setdefault(depth(name), [0.0, 0])
+        total[0], total[1] = total[0] + seconds, total[1] + batches
+    return out
 
 
 def pace_of(recorded: dict[str, list[float]], recipe_name: str) -> list[float] | None:
-    """[seconds, batches] a machine's records (machine_paces, one label's) keep of a recipe, else of its depth."""
-    return recorded.get(pace_key(recorded, recipe_name))
+    """[seconds, batches] a machine's paces (machine_paces, one label's) keep of a recipe, else of its depth's
+    recipes together: they cost about the same."""
+    return recorded.get(recipe_name) or depth_paces(recorded).get(depth(recipe_name))
 
 
 def _same_kind(label: str) -> str:
@@ -306,38 +309,34 @@ def scaled_paces(paces: dict[str, dict[str, list[float]]], here: str) -> tuple[d
     never trained takes, with its recipes, one other machine's paces times the two machines' ratio, the seconds
     `here` took for its batches of the depths both trained against the other's for the same batches; the machine
     that trained more batches of those depths first, but this machine's own measured step (measured_paces) before
-    any. A depth none of them trained stays unpriced. Returns the paces and, for each key taken, where from
+    any. A depth none of them trained stays unpriced. Returns the paces and, for each depth taken, where from
     ("AMD EPYC 25/17, 1 thread x 0.64")."""
     mine = dict(paces.get(here, {}))
+    own = depth_paces(mine)
     borrowed: dict[str, str] = {}
-    depths = {depth(k) for k in mine} & set(mine)  # the keys that sum a depth's recipes: each batch counted once
     ratios = []
     for label, theirs in paces.items():
         if label == here or _same_kind(label) != _same_kind(here):
             continue
-        shared = [k for k in depths if k in theirs]
+        their_depths = depth_paces(theirs)
+        shared = [d for d in own if d in their_depths]
         if shared:
-            took = sum(mine[k][0] for k in shared)
-            would = sum(theirs[k][0] / theirs[k][1] * mine[k][1] for k in shared)
-            ratios.append((sum(theirs[k][1] for k in shared), label, took / would))
+            took = sum(own[d][0] for d in shared)
+            would = sum(their_depths[d][0] / their_depths[d][1] * own[d][1] for d in shared)
+            ratios.append((sum(their_depths[d][1] for d in shared), label, took / would))
     # this machine's own step, measured, first; then the machine that trained more batches of the shared depths.
-    # A depth's recipes are priced from one source, the first that has the depth (a key whose depth is no key of
-    # the same machine is a depth).
-    group = lambda keys, k: depth(k) if depth(k) in keys else k
-    claimed = {group(mine, k) for k in mine}
+    # A depth's recipes are priced from one source, the first that has the depth
+    source: dict[str, str] = {}
     for *_, label, ratio in sorted(ratios, key=lambda r: (r[1] == MEASURED + here, r[0]), reverse=True):
-        theirs = paces[label]
-        new = {group(theirs, k) for k in theirs} - claimed
-        for key, (seconds, batches) in theirs.items():
-            if group(theirs, key) in new:
-                mine[key] = [seconds * ratio, batches]
-                borrowed[key] = f"{label} x {ratio:.2f}"
-        claimed |= new
+        for name, (seconds, batches) in paces[label].items():
+            if depth(name) not in own and source.setdefault(depth(name), label) == label:
+                mine[name] = [seconds * ratio, batches]
+                borrowed[depth(name)] = f"{label} x {ratio:.2f}"
     return mine, borrowed
 
 
 def machine_paces(results_dir: Path, scale: str) -> tuple[dict[str, dict[str, list[float]]], dict[str, dict]]:
-    """Each machine's recorded pace, by label (machine_label): {recipe name or depth: [seconds, batches]} over its
+    """Each machine's recorded pace, by label (machine_label): {recipe name: [seconds, batches]} over its
     stretches of training (seconds per batch, recorded_stretches), CPU stretches at one thread
     count (a CPU's pace differs with its threads), GPU stretches with CUDA graphs or without; and each label's
     machine: its full words and the runs it trains at once. CPU stretches of before threads were kept tell no
@@ -350,9 +349,8 @@ def machine_paces(results_dir: Path, scale: str) -> tuple[dict[str, dict[str, li
             continue
         label = machine_label(s)
         machines[label] = {"words": s["where"], "at_once": s["at_once"]}
-        for name in (s["recipe"], depth(s["recipe"])):
-            total = paces.setdefault(label, {}).setdefault(name, [0.0, 0])
-            total[0], total[1] = total[0] + s["seconds"], total[1] + s["batches"]
+        total = paces.setdefault(label, {}).setdefault(s["recipe"], [0.0, 0])
+        total[0], total[1] = total[0] + s["seconds"], total[1] + s["batches"]
     return paces, machines
 
 

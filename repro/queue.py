@@ -31,7 +31,7 @@ from repro.data.corpora import check_prepared
 from repro.launch import Job, default_threads, run_jobs
 from repro.needed import claim_missing, missing_runs
 from repro.options import check_folder
-from repro.pace import (MEASURED, here_label, machine_paces, measured_paces, pace_key, pace_of, recipe_batches,
+from repro.pace import (MEASURED, depth, here_label, machine_paces, measured_paces, pace_of, recipe_batches,
                         recipe_updates, scaled_paces)
 from repro.progress import console
 from repro.results import recipes_dir
@@ -218,8 +218,8 @@ def build(results_dir: Path, scale: str = "mini", on_gpu: bool = False, measured
         part_done(sets, Path(runs_dir), scale)
     got = order(sets, scale, paces, here, kinds)
     for s in got:  # say where a price rests on another machine's pace
-        froms = sorted({borrowed[k].replace(MEASURED + here, "mini_step.py here") for r, _ in s.new_runs
-                        if s.priced_on == here if (k := pace_key(paces[here], r)) in borrowed})
+        froms = sorted({borrowed[depth(r)].replace(MEASURED + here, "mini_step.py here") for r, _ in s.new_runs
+                        if s.priced_on == here and depth(r) in borrowed})
         if froms:
             s.priced_on += f" (from {'; '.join(froms)})"
     return got

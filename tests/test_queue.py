@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from repro import queue
 from repro.cli import app
-from repro.pace import here_label, measured_paces, scaled_paces
+from repro.pace import here_label, measured_paces, pace_of, scaled_paces
 from repro.queue import DecisiveSet
 
 REPO = Path(__file__).resolve().parents[1]
@@ -44,20 +44,21 @@ def test_a_budget_takes_the_queued_sets_in_order_while_they_fit():
 
 def test_a_depth_this_machine_never_trained_is_priced_from_a_machine_of_its_kind_scaled_by_their_ratio():
     here, a, b, c = "here, 1 thread", "a, 1 thread", "b, 2 threads", "c, 1 thread"
-    paces = {here: {"wikitext103/6L": [100.0, 100], "wikitext103/6L-pre_ln": [100.0, 100]},
-             a: {"wikitext103/6L": [200.0, 100], "wikitext103/6L-b2t": [9.0, 1], "18L-18L": [400.0, 100],
-                 "18L-18L-b2t": [400.0, 100]},
-             b: {"wikitext103/6L": [10.0, 100], "60L-12L": [1.0, 1]},  # two threads: not comparable
-             c: {"wikitext103/6L": [50.0, 10], "18L-18L": [1.0, 1], "18L-18L-dlcl": [1.0, 1],
-                 "gigaword/6L-6L": [30.0, 10]}}
+    paces = {here: {"wikitext103/6L-pre_ln": [100.0, 100]},
+             a: {"wikitext103/6L-pre_ln": [191.0, 99], "wikitext103/6L-b2t": [9.0, 1], "18L-18L-b2t": [400.0, 100]},
+             b: {"wikitext103/6L-pre_ln": [10.0, 100], "60L-12L-b2t": [1.0, 1]},  # two threads: not comparable
+             c: {"wikitext103/6L-pre_ln": [50.0, 10], "18L-18L-dlcl": [1.0, 1], "gigaword/6L-6L-b2t": [30.0, 10]}}
     mine, borrowed = scaled_paces(paces, here)
-    assert mine["wikitext103/6L"] == [100.0, 100] and "wikitext103/6L" not in borrowed  # its own pace stands
-    assert mine["18L-18L-b2t"] == [200.0, 100] and borrowed["18L-18L-b2t"] == "a, 1 thread x 0.50"
-    assert mine["18L-18L"] == [200.0, 100]  # a shares 100 batches with here, c only 10: a's ratio first
-    assert mine["gigaword/6L-6L"] == [6.0, 10] and borrowed["gigaword/6L-6L"] == "c, 1 thread x 0.20"
-    assert "60L-12L" not in mine  # only a two-thread machine trained it
-    # a depth's recipes come from the source of the depth: here's own, a's 18L-18L; DLCL then at a's depth pace
+    assert mine["wikitext103/6L-pre_ln"] == [100.0, 100] and "wikitext103/6L" not in borrowed  # its own pace stands
+    # a's depth pace is 200 s for 100 batches against here's 100: a ratio of 0.5
+    assert mine["18L-18L-b2t"] == [200.0, 100] and borrowed["18L-18L"] == "a, 1 thread x 0.50"
+    assert mine["gigaword/6L-6L-b2t"] == [6.0, 10] and borrowed["gigaword/6L-6L"] == "c, 1 thread x 0.20"
+    assert pace_of(mine, "gigaword/6L-6L-pre_ln") == [6.0, 10]  # a recipe no machine trained: its depth's pace
+    assert pace_of(mine, "60L-12L-b2t") is None  # only a two-thread machine trained it
+    # a depth's recipes come from the source of the depth: here's own, a's 18L-18L (a shares 100 batches with here,
+    # c only 10); DLCL then at a's depth pace, not at c's
     assert "wikitext103/6L-b2t" not in mine and "18L-18L-dlcl" not in mine
+    assert pace_of(mine, "wikitext103/6L-b2t") == [100.0, 100] and pace_of(mine, "18L-18L-dlcl") == [200.0, 100]
     assert scaled_paces(paces, "nobody, 1 thread") == ({}, {})  # nothing of its own: no ratio to scale by
 
 
@@ -71,19 +72,19 @@ def test_a_depth_no_record_prices_is_priced_from_the_cpu_time_the_benchmark_meas
     (tmp_path / "mini_step_cpu_x.json").write_text(json.dumps({"rows": [row("wikitext103/16L-b2t", 1.0)]}))
     measured = measured_paces(tmp_path)
     label = "mini_step.py on here, 1 thread"
-    assert measured == {label: {"librispeech/6L-6L-pre_ln": [1.0, 10], "librispeech/6L-6L": [1.0, 10],
-                                "gigaword/18L-18L-pre_ln": [18.0, 20], "gigaword/18L-18L": [18.0, 20]}}
+    assert measured == {label: {"librispeech/6L-6L-pre_ln": [1.0, 10], "gigaword/18L-18L-pre_ln": [18.0, 20]}}
     # the records' wall seconds per batch against the benchmark's CPU seconds on the depth both have: 0.12 / 0.10;
     # this machine's measured step before another machine's records, though these share more batches with it
-    paces = {"here, 1 thread": {"librispeech/6L-6L": [120.0, 1000], "librispeech/6L-6L-post_ln": [120.0, 1000]},
-             "other, 1 thread": {"librispeech/6L-6L": [240.0, 1000], "gigaword/18L-18L": [5.0, 1],
-                                 "gigaword/6L-6L": [1.0, 1]},
+    paces = {"here, 1 thread": {"librispeech/6L-6L-post_ln": [120.0, 1000]},
+             "other, 1 thread": {"librispeech/6L-6L-pre_ln": [240.0, 1000], "gigaword/18L-18L-b2t": [5.0, 1],
+                                 "gigaword/6L-6L-b2t": [1.0, 1]},
              **measured}
     mine, borrowed = scaled_paces(paces, "here, 1 thread")
-    assert mine["gigaword/18L-18L"] == pytest.approx([18.0 * 1.2, 20])
+    assert mine["gigaword/18L-18L-pre_ln"] == pytest.approx([18.0 * 1.2, 20])
     assert borrowed["gigaword/18L-18L"] == f"{label} x 1.20"
-    assert mine["gigaword/6L-6L"] == [0.5, 1] and borrowed["gigaword/6L-6L"] == "other, 1 thread x 0.50"
-    assert mine["librispeech/6L-6L"] == [120.0, 1000]  # a recorded pace stands
+    assert "gigaword/18L-18L-b2t" not in mine and pace_of(mine, "gigaword/18L-18L-b2t") == pytest.approx([21.6, 20])
+    assert mine["gigaword/6L-6L-b2t"] == [0.5, 1] and borrowed["gigaword/6L-6L"] == "other, 1 thread x 0.50"
+    assert mine["librispeech/6L-6L-post_ln"] == [120.0, 1000] and "librispeech/6L-6L-pre_ln" not in mine  # recorded
 
 
 def test_the_queue_prices_with_the_measured_paces_what_no_record_prices():
@@ -91,11 +92,10 @@ def test_the_queue_prices_with_the_measured_paces_what_no_record_prices():
                 and s.kind == "claim"]
     assert unpriced, "every queued set is priced by records alone: pick another depth for this test"
     recipes = {r for s in unpriced for r, _ in s.new_runs}
-    # a pace for each of them on this machine, and the depths this machine's records price, at one second a batch
-    from repro.pace import depth, machine_paces
+    # a pace for each of them on this machine, and the recipes this machine's records price, at one second a batch
+    from repro.pace import machine_paces
     known = set(machine_paces(REPO / "results", "mini")[0].get(here_label(1), {}))
-    keys = recipes | {depth(r) for r in recipes} | known
-    measured = {"mini_step.py on " + here_label(1): {k: [1.0, 1] for k in keys}}
+    measured = {"mini_step.py on " + here_label(1): {k: [1.0, 1] for k in recipes | known}}
     got = {tuple(s.claims): s for s in queue.build(REPO / "results", "mini", measured=measured)}
     for s in unpriced:
         now = got[tuple(s.claims)]
