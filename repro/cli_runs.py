@@ -191,6 +191,9 @@ def queue(scale: str = typer.Option("mini", "--scale", help="Whose records decid
         if fmt not in ("text", "json"):
             raise ValueError(f"--format {fmt!r}: expected text or json")
         runs = (runs or evidence_queue.default_runs()).expanduser()
+        check_folder(runs, "--runs")
+        if run and jobs is not None and jobs < 1:
+            raise ValueError(f"--jobs {jobs}: expected at least 1")
         sets = evidence_queue.build(results, scale, on_gpu, runs_dir=runs)
         print(evidence_queue.render(sets, hours, fmt, limit), end="")
         if run:

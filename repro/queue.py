@@ -30,7 +30,6 @@ from repro.config import resolve, run_folder
 from repro.data.corpora import check_prepared
 from repro.launch import Job, default_threads, run_jobs
 from repro.needed import claim_missing, missing_runs
-from repro.options import check_folder
 from repro.pace import (MEASURED, depth, here_label, machine_paces, measured_paces, pace_of, recipe_batches,
                         recipe_updates, scaled_paces)
 from repro.progress import console
@@ -321,10 +320,7 @@ def run(sets: list[DecisiveSet], hours: float | None, limit: int | None, at_once
     once (default one per core on a CPU, one on a GPU), collecting each record as its run ends. A job that does not
     finish is a ValueError naming it."""
     chosen = within(sets, hours)[:limit]
-    check_folder(runs_dir, "--runs")
     parallel = at_once or (1 if on_gpu else os.cpu_count() or 1)
-    if parallel < 1:
-        raise ValueError(f"--jobs {parallel}: expected at least 1")
     todo = jobs(chosen, results_dir, runs_dir, data_root, on_gpu, scale)
     if not todo:
         console.print("nothing queued to train", markup=False)

@@ -150,6 +150,13 @@ def test_queue_cli_text_json_and_bad_input(tmp_path):
     assert data["sets"] and {"kind", "claims", "runs", "hours", "state", "why"} <= set(data["sets"][0])
     bad = CliRunner().invoke(app, ["queue", "--format", "yaml"])
     assert bad.exit_code == 2 and "--format 'yaml'" in bad.output
+    # a wrong --runs or --jobs is said before the queue is built and printed, and nothing is made
+    (tmp_path / "a file").write_text("")
+    bad = CliRunner().invoke(app, ["queue", "--runs", str(tmp_path / "a file" / "lanes")])
+    assert bad.exit_code == 2 and "is a file, not a folder" in bad.output and "decisive sets" not in bad.output
+    bad = CliRunner().invoke(app, ["queue", "--run", "--jobs", "0", "--runs", str(tmp_path / "lanes")])
+    assert bad.exit_code == 2 and "--jobs 0: expected at least 1" in bad.output and "decisive sets" not in bad.output
+    assert not (tmp_path / "lanes").exists()
 
 
 @pytest.mark.slow
