@@ -240,7 +240,8 @@ def test_runs_stopped_part_way_go_first(tmp_path):
     partial = tmp_path / "lanes" / "6L-6L-pre_ln-mini-s4"
     partial.mkdir(parents=True)
     (partial / "resume_50.pt").write_bytes(b"x")
-    jobs = queue.jobs([a, b], REPO / "results", tmp_path / "lanes", tmp_path / "data", on_gpu=False)
+    (tmp_path / "results").mkdir()  # no records: neither run is done (the committed records may hold either seed)
+    jobs = queue.jobs([a, b], tmp_path / "results", tmp_path / "lanes", tmp_path / "data", on_gpu=False)
     assert [j.name for j in jobs] == ["6L-6L-pre_ln-mini-s4", "6L-6L-b2t-mini-s4"]
 
 
