@@ -204,6 +204,20 @@ def test_a_file_where_a_folder_is_wanted_is_refused_before_training(tiny_root, t
     assert afile.read_text() == "x" and not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize("args", [["figure", "3", "--out", "{f}/fig.png"],
+                                  ["figure", "3", "--out", "{t}/fig.png", "--json", "{f}/sub/fig.json"],
+                                  ["curves", str(REPO / "results/mini/6L-6L-b2t/seed1.log.jsonl"), "--out",
+                                   "{f}/c.png"]])
+def test_a_figure_under_a_file_is_refused_before_it_is_drawn(tmp_path, args, monkeypatch):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    import repro.figures.gradients as gradients
+    monkeypatch.setattr(gradients, "figure_gradients", lambda *a: pytest.fail("drawn before its target was checked"))
+    r = runner.invoke(app, [a.format(f=afile, t=tmp_path) for a in args])
+    one_line_exit_2(r, str(afile), "is a file, not a folder")
+    assert afile.read_text() == "x" and not (tmp_path / "fig.png").exists()
+
+
 def test_default_threads_divide_the_cores():
     from repro.launch import default_threads
     cores = os.cpu_count() or 1

@@ -12,8 +12,8 @@ KEPT = ("*.log.jsonl", "log.jsonl", "seed*.json", "status.json", "choice.json", 
 
 
 def check_targets(out: Path, json_path: Path | None, reads: tuple[Path, ...] = ()) -> None:
-    """A figure goes to a .png (and its numbers to a .json), never over a file it reads or a log, record,
-    checkpoint or recipe: a one-line ValueError naming the path."""
+    """A figure goes to a .png (and its numbers to a .json) in a folder (or one it can make), never over a file it
+    reads or a log, record, checkpoint or recipe: a one-line ValueError naming the path."""
     if Path(out).suffix.lower() != ".png":
         raise ValueError(f"{out}: a figure is written as PNG; give a path ending in .png")
     if json_path is not None and Path(json_path).suffix.lower() != ".json":
@@ -28,6 +28,9 @@ def check_targets(out: Path, json_path: Path | None, reads: tuple[Path, ...] = (
                              f"written over it")
         if t.is_dir():
             raise ValueError(f"{t}: a folder; give a file path")
+        folder = next(p for p in t.absolute().parents if p.exists())  # the nearest that exists: made below it
+        if not folder.is_dir():
+            raise ValueError(f"{t}: {folder} is a file, not a folder")
 
 
 def finite(data):
