@@ -1,7 +1,7 @@
-"""What runs cost: each machine's pace of each recipe (and of its depth: pace_of) from the stretches of training the records
-kept, the durations whole runs took, the rates benchmarks measured on GPUs, and the hours and wall time of runs still
-to make. The planner (`reproduce --plan`), the runs still to run, the findings, calibration and the queue all price
-runs here, so that they never disagree about what a run costs.
+"""What runs cost: each machine's pace of each recipe (and of its depth: pace_of) from the stretches of training
+the records kept, the durations whole runs took, the rates benchmarks measured on GPUs, and the hours and wall time
+of runs still to make. The planner (`reproduce --plan`), the runs still to run, the findings, calibration and the
+queue all price runs here, so that they never disagree about what a run costs.
 
 Paces are never pooled over machines: two CPUs of one name ran mini MT 2.5x apart (repro/provenance.py: machine)."""
 
@@ -325,7 +325,7 @@ def scaled_paces(paces: dict[str, dict[str, list[float]]], here: str) -> tuple[d
             would = sum(their_depths[d][0] / their_depths[d][1] * own[d][1] for d in shared)
             ratios.append((sum(their_depths[d][1] for d in shared), label, took / would))
     # this machine's own step, measured, first; then the machine that trained more batches of the shared depths.
-    # A depth's recipes are priced from one source, the first that has the depth
+    # A depth's recipes are priced from one source, the first that has the depth.
     source: dict[str, str] = {}
     for *_, label, ratio in sorted(ratios, key=lambda r: (r[1] == MEASURED + here, r[0]), reverse=True):
         for name, (seconds, batches) in paces[label].items():
