@@ -189,6 +189,8 @@ def test_curves_of_any_runs_in_one_png(tmp_path):
     (cell / "seed1.json").write_text('{"status": "failed", "reason": "diverged"}')
     r = runner.invoke(app, ["curves", str(cell / "seed1.log.jsonl"), "--out", str(out), "--json", str(js)])
     assert r.exit_code == 0 and list(json.loads(js.read_text())) == ["6L-6L-b2t/seed1 (failed)"]
+    r = runner.invoke(app, ["curves", str(cell / "seed1.json"), "--out", str(out)])  # the record, not its log
+    assert r.exit_code == 2 and f"its log is {cell / 'seed1.log.jsonl'}" in r.output.replace("\n", "")
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "log.jsonl").write_text("{not json\n")
     r = runner.invoke(app, ["curves", str(tmp_path / "bad")])

@@ -13,6 +13,10 @@ def log_file(path: Path) -> Path:
     log = path / "log.jsonl" if path.is_dir() else path
     if not log.is_file():
         raise ValueError(f"{path}: no log.jsonl (a run directory of `lnrepro train`, or a record's .log.jsonl)")
+    if log.suffix == ".json":  # a record (seedN.json), not the log beside it: its one line would read as garbled
+        beside = log.with_name(log.stem + ".log.jsonl")
+        raise ValueError(f"{path}: a JSON file, not a log" + (f"; its log is {beside}" if beside.is_file() else
+                                                              " (a run directory, or a record's .log.jsonl)"))
     return log
 
 
