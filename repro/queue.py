@@ -318,7 +318,8 @@ def run(sets: list[DecisiveSet], hours: float | None, limit: int | None, at_once
         data_root: Path, results_dir: Path, on_gpu: bool, scale: str = "mini") -> None:
     """`lnrepro queue --run`: train the queued sets that fit `hours` (the first `limit`), in order, `at_once` at
     once (default one per core on a CPU, one on a GPU), collecting each record as its run ends. A job that does not
-    finish is a ValueError naming it."""
+    finish is a ValueError naming it. The sets are those built before it starts: the runs a look just made asks
+    for join when the command is run again."""
     chosen = within(sets, hours)[:limit]
     parallel = at_once or (1 if on_gpu else os.cpu_count() or 1)
     todo = jobs(chosen, results_dir, runs_dir, data_root, on_gpu, scale)
@@ -337,3 +338,6 @@ def run(sets: list[DecisiveSet], hours: float | None, limit: int | None, at_once
     if bad:
         raise ValueError(f"jobs that did not finish: {', '.join(bad)} (their logs are in their run folders under "
                          f"{runs_dir})")
+    # the list was built once, at the start: the records written since may ask for more (a claim's next look)
+    console.print(f"trained the {len(todo)} job(s) queued at the start; the same command again queues what the "
+                  f"records written since still need", markup=False, highlight=False)

@@ -179,6 +179,8 @@ def test_queue_run_stopped_and_started_again_gives_the_records_of_an_uninterrupt
         (tmp_path / f"res-{tag}").mkdir()
     whole = subprocess.run(cmd("whole"), capture_output=True, text=True, env=env, timeout=600)
     assert whole.returncode == 0, whole.stdout + whole.stderr
+    said = " ".join((whole.stdout + whole.stderr).split())
+    assert "trained the 3 job(s) queued at the start; the same command again" in said
     proc = subprocess.Popen(cmd("cut"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                             start_new_session=True)
     deadline = time.time() + 300
