@@ -14,6 +14,7 @@ from pathlib import Path
 
 from repro.judging import judged_overrides, judged_records
 from repro.markdown import escape
+from repro.model import version
 from repro.needed import SEEDS_COMPARED, SEEDS_ELSEWHERE, missing_runs, seed_span
 from repro.pace import missing_compute
 from repro.provenance import where
@@ -23,13 +24,13 @@ from repro.tables.spec import TITLES
 
 RUN_FORMATS = ("text", "markdown", "csv", "json")
 COLUMNS = ("Recipe", "Seed", "Status", "Updates", "Training", "Evaluation", "Machine", "Stretches", "Started",
-           "Commit")
+           "Commit", "Model code")
 
 
 def run_rows(results_dir: Path, scale: str) -> list[dict]:
     """One row per current record, by recipe then seed, then one per record of a run with --set overrides (an
-    ablation); its status the judging rules' (a run that learned nothing has failed); seconds stay seconds (the
-    formats round them)."""
+    ablation); its status the judging rules' (a run that learned nothing has failed), its model-code version (the
+    claims judge the seeds of one version together); seconds stay seconds (the formats round them)."""
     current, _ = judged_records(results_dir, scale)
     ablations = judged_overrides(results_dir, scale)
     rows = []
@@ -43,7 +44,7 @@ def run_rows(results_dir: Path, scale: str) -> list[dict]:
                      "evaluation_s": metrics.get("eval_seconds"), "machine": trained_on,
                      "evaluated_on": evaluated_on, "stretches": len(rec.get("segments") or []) or 1,
                      "started": rec.get("started", ""), "commit": str(rec.get("commit", ""))[:12],
-                     "overrides": rec.get("overrides") or []})
+                     "model_code": version.of_record(rec), "overrides": rec.get("overrides") or []})
     return rows
 
 
@@ -71,7 +72,8 @@ def _cells(row: dict) -> list[str]:
         evaluation += f" on {row['evaluated_on']}"
     recipe = row["recipe"] + (f" (--set {' '.join(row['overrides'])})" if row["overrides"] else "")
     return [recipe, str(row["seed"]), row["status"], str(row["updates"] or "?"), _minutes(row["training_s"]),
-            evaluation, row["machine"], str(row["stretches"]), row["started"][:10], row["commit"][:7]]
+            evaluation, row["machine"], str(row["stretches"]), row["started"][:10], row["commit"][:7],
+            row["model_code"]]
 
 
 def render_runs(results_dir: Path, scale: str, fmt: str = "text") -> str:

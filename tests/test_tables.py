@@ -261,8 +261,14 @@ def test_runs_lists_every_current_record_with_its_machine_and_times(tmp_path):
     assert mixed[5] == "200 s on AMD EPYC (AVX512), AuthenticAMD family 25 model 17, 2 cores"
     rows = json.loads(render_runs(tmp_path, "mini", "json"))["rows"]
     assert rows[-2]["training_s"] == 290.0 and rows[0]["reason"] == "loss stopped improving"
+    # the model-code version each record carries: the claims judge one version's seeds together
+    write_record(tmp_path, record("6L-6L-pre_ln", 4, metrics={"bleu_average": 19.0}, model_code="2026-11-23"))
+    fourth = [line for line in render_runs(tmp_path, "mini", "markdown").splitlines()
+              if line.startswith("| 6L-6L-pre_ln | 4 |")][0]
+    assert fourth.endswith(" | 2026-11-23 |") and "| Model code |" in render_runs(tmp_path, "mini", "markdown")
+    assert json.loads(render_runs(tmp_path, "mini", "json"))["rows"][-1]["model_code"] == "2026-11-23"
     result = runner.invoke(app, ["runs", "--scale", "mini", "--format", "csv", "--results", str(tmp_path)])
-    assert result.exit_code == 0 and len(result.output.strip().splitlines()) == 7
+    assert result.exit_code == 0 and len(result.output.strip().splitlines()) == 8
     assert runner.invoke(app, ["runs", "--format", "docx", "--results", str(tmp_path)]).exit_code == 2
 
 
