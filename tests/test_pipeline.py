@@ -171,7 +171,8 @@ def torchrun_train(recipe, sets, tmp_path, tiny_root, port: int, *flags) -> None
     for s in sets:
         cmd += ["--set", s]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    # a rank's own error stands before torchrun's summary of the ranks: keep enough of the tail to show it
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-8000:]
 
 
 def test_torchrun_two_processes_equal_update_freq_two(tiny_root, tmp_path):

@@ -10,6 +10,7 @@ paper's GPU count.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import math
@@ -63,9 +64,17 @@ def setup_distributed() -> Dist:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world > 1 and not dist.is_initialized():
         dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+        # destroyed at exit while the interpreter is whole: left to its finalisation, gloo's worker threads can
+        # abort a process (SIGABRT) whose training has ended, and torchrun then kills the other ranks
+        atexit.register(destroy_distributed)
     if world > 1:
         return Dist(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
     return Dist()
+
+
+def destroy_distributed() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
 class StopRequest:
