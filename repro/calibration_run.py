@@ -11,6 +11,7 @@ from repro import calibration, calibration_v1, calibration_v2_1, pace
 from repro.config import resolve
 from repro.launch import default_threads, run_jobs
 from repro.progress import console
+from repro.options import check_jobs
 
 
 def calibrate(task: str, rules: str, jobs: int | None, threads: int | None, decide_only: bool, train_grid: bool,
@@ -21,9 +22,8 @@ def calibrate(task: str, rules: str, jobs: int | None, threads: int | None, deci
     import os
     if task not in calibration.TASKS:
         raise ValueError(f"calibrate {task!r}: unknown task (expected one of {', '.join(calibration.TASKS)})")
+    check_jobs(jobs)
     jobs = jobs if jobs is not None else os.cpu_count() or 1
-    if jobs < 1:
-        raise ValueError(f"--jobs {jobs}: expected at least 1")
     if rules not in ("v1", "v2"):
         raise ValueError(f"--rules {rules!r}: expected v1 or v2")
     if rules == "v1":

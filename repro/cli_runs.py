@@ -13,7 +13,7 @@ from repro.calibration import TASKS as CALIBRATION_TASKS
 from repro.cli_options import (CUDA_GRAPHS_HELP, CudaGraphs, JobThreads, Records, RecordsOut, Replace, Root, Threads,
                                TokensPerGpu, Trust, one_line_errors)
 from repro.data.prepare import DATASETS
-from repro.options import check_folder, check_results, check_scale, default_root, set_threads
+from repro.options import check_folder, check_jobs, check_results, check_scale, default_root, set_threads
 from repro.progress import console
 
 
@@ -192,8 +192,8 @@ def queue(scale: str = typer.Option("mini", "--scale", help="Whose records decid
             raise ValueError(f"--format {fmt!r}: expected text or json")
         runs = (runs or evidence_queue.default_runs()).expanduser()
         check_folder(runs, "--runs")
-        if run and jobs is not None and jobs < 1:
-            raise ValueError(f"--jobs {jobs}: expected at least 1")
+        if run:
+            check_jobs(jobs)
         sets = evidence_queue.build(results, scale, on_gpu, runs_dir=runs)
         print(evidence_queue.render(sets, hours, fmt, limit), end="")
         if run:

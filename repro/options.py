@@ -31,6 +31,12 @@ def check_results(results: Path) -> None:
         raise ValueError(f"--results {results}: no such folder of run records")
 
 
+def check_jobs(jobs: int | None) -> None:
+    """--jobs, where given, must run at least one job at once: fail before any work."""
+    if jobs is not None and jobs < 1:
+        raise ValueError(f"--jobs {jobs}: expected at least 1")
+
+
 def check_scale(scale: str) -> None:
     """--scale must name a scale of the ladder: an unknown one would read no records and print empty tables."""
     from repro.config import SCALES

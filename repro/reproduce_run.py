@@ -11,7 +11,7 @@ from repro.config import resolve
 from repro.data.corpora import check_prepared
 from repro.data.tiny import ensure_tiny_corpora
 from repro.launch import run_jobs
-from repro.options import check_folder
+from repro.options import check_folder, check_jobs
 from repro.progress import console
 from repro.tables.render import render_table
 
@@ -25,8 +25,7 @@ def run(table: int, scale: str, seeds: int, cells: list[str], jobs: int, threads
     --slurm-config's file when the launcher is not local."""
     if launcher not in LAUNCHERS:
         raise ValueError(f"--launcher {launcher!r}: expected {', '.join(LAUNCHERS[:-1])} or {LAUNCHERS[-1]}")
-    if jobs < 1:
-        raise ValueError(f"--jobs {jobs}: expected at least 1")
+    check_jobs(jobs)
     for folder, option in ((results, "--results"), (runs, "--runs"), (data_root, "--root")):
         check_folder(folder, option)
     settings = rp.slurm_settings(slurm.pop("config", None), slurm) if launcher != "local" else {}
