@@ -169,7 +169,8 @@ def queue(scale: str = typer.Option("mini", "--scale", help="Whose records decid
                                                 "sets that fit this many priced hours, in order."),
           limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Only the first N queued sets."),
           fmt: str = typer.Option("text", "--format", help="text or json."),
-          run: bool = typer.Option(False, "--run", help="Train the queued runs in order, in lanes that resume."),
+          run: bool = typer.Option(False, "--run", help="Train the queued runs in order, in lanes that resume; the whole "
+                                   "queue (no --hours or --limit) is rebuilt from the records as each run ends."),
           jobs: Optional[int] = typer.Option(None, "--jobs", help="Runs at once (default: one per core, one thread "
                                              "each; one on a GPU)."),
           runs: Optional[Path] = typer.Option(None, "--runs", help="Where the runs train: outside the checkout, so a "
@@ -197,4 +198,6 @@ def queue(scale: str = typer.Option("mini", "--scale", help="Whose records decid
         sets = evidence_queue.build(results, scale, on_gpu, runs_dir=runs)
         print(evidence_queue.render(sets, hours, fmt, limit), end="")
         if run:
-            evidence_queue.run(sets, hours, limit, jobs, runs, root or default_root(), results, on_gpu, scale)
+            whole = hours is None and limit is None  # the whole queue follows the records; a chosen part stays fixed
+            evidence_queue.run(sets, hours, limit, jobs, runs, root or default_root(), results, on_gpu, scale,
+                               (lambda: evidence_queue.build(results, scale, on_gpu, runs_dir=runs)) if whole else None)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from repro import calibration, calibration_v2_1
 from repro.claims import CLAIMS, claim_cells, task_folder
@@ -263,21 +264,24 @@ def render(sets: list[DecisiveSet], hours: float | None, fmt: str = "text", limi
 
 
 def jobs(sets: list[DecisiveSet], results_dir: Path, runs_dir: Path, data_root: Path, on_gpu: bool,
-         scale: str = "mini") -> list:
+         scale: str = "mini", taken: frozenset = frozenset()) -> list:
     """The queued sets' runs as launch jobs, in queue order: a claim run's train and evaluate
     (repro/reproduce.py: lanes, grouping a cell's seeds on a GPU), a calibration setting's runs as
-    `lnrepro calibrate` trains them."""
+    `lnrepro calibrate` trains them. Runs in `taken` (the `covers` of jobs already started) are left out."""
     from repro.reproduce import PlannedRun, lane_name, lane_steps, lanes, run_state
-    out, seen = [], set()
+    out, seen = [], set(taken)
     for s in sets:
         if s.state != "queued":
             continue
         if s.kind == "calibration":
             spec = calibration.load_spec(recipes_dir() / "calibration" / "v2" / f"{s.task}.yaml")
             for name, base in s.new_runs:
+                if (name, base) in seen:
+                    continue
                 st = calibration.parse_setting(spec, "w" + base.rsplit("-w", 1)[1])
                 out.append(calibration.train_job(spec, name, st, runs_dir / "calibration" / "v2" / s.task, data_root,
                                                  s.max_updates, evaluate=calibration_v2_1.x1_first(spec)))
+                out[-1].covers = ((name, base),)
             continue
         planned = []
         for name, seed in s.new_runs:
@@ -289,7 +293,8 @@ def jobs(sets: list[DecisiveSet], results_dir: Path, runs_dir: Path, data_root: 
             planned.append(run)
         for lane in lanes(planned, "auto", on_gpu):
             out.append(Job(lane_name(lane), lane_steps(lane, results_dir, data_root), lane[0].run_dir / "queue.out",
-                           lane[0].run_dir, recipe_updates(lane[0].recipe_name, scale)))
+                           lane[0].run_dir, recipe_updates(lane[0].recipe_name, scale),
+                           tuple((r.recipe_name, r.seed) for r in lane)))
     # runs stopped part-way first: their hours are partly paid, and a fresh machine may not keep them long
     from repro.train.checkpoint import resumable
     return sorted(out, key=lambda job: not (job.run_dir and job.run_dir.is_dir() and resumable(job.run_dir)))
@@ -297,29 +302,36 @@ def jobs(sets: list[DecisiveSet], results_dir: Path, runs_dir: Path, data_root: 
 
 def watch(sets: list[DecisiveSet], results_dir: Path, runs_dir: Path):
     """(on_finish, on_tick) for run_jobs: calibration records collected as their runs end, and a setting's runs
-    asked to stop once the rule has settled it (as `lnrepro calibrate` does)."""
-    tasks = sorted({s.task for s in sets if s.kind == "calibration" and s.state == "queued"})
-    specs = {t: calibration.load_spec(recipes_dir() / "calibration" / "v2" / f"{t}.yaml") for t in tasks}
-    where = lambda t: (runs_dir / "calibration" / "v2" / t,
-                       Path(results_dir) / specs[t].scale / "calibration" / "v2" / t)
+    asked to stop once the rule has settled it (as `lnrepro calibrate` does). `sets` is read at each call, so a
+    list the caller rebuilds in place is watched as it stands."""
+    specs = {}
+
+    def where(t):
+        if t not in specs:
+            specs[t] = calibration.load_spec(recipes_dir() / "calibration" / "v2" / f"{t}.yaml")
+        return specs[t], runs_dir / "calibration" / "v2" / t, Path(results_dir) / specs[t].scale / "calibration" / "v2" / t
+
+    tasks = lambda: sorted({s.task for s in sets if s.kind == "calibration" and s.state == "queued"} | specs.keys())
 
     def collect(*_):
-        for t, spec in specs.items():
-            runs, out = where(t)
+        for t in tasks():
+            spec, runs, out = where(t)
             calibration.collect_runs(calibration.entries(spec), runs, out)
 
     def settle():
-        for t, spec in specs.items():
-            calibration.stop_settled(spec, *where(t))
+        for t in tasks():
+            calibration.stop_settled(*where(t))
     return collect, settle
 
 
 def run(sets: list[DecisiveSet], hours: float | None, limit: int | None, at_once: int | None, runs_dir: Path,
-        data_root: Path, results_dir: Path, on_gpu: bool, scale: str = "mini") -> None:
+        data_root: Path, results_dir: Path, on_gpu: bool, scale: str = "mini",
+        rebuild: Callable[[], list[DecisiveSet]] | None = None) -> None:
     """`lnrepro queue --run`: train the queued sets that fit `hours` (the first `limit`), in order, `at_once` at
     once (default one per core on a CPU, one on a GPU), collecting each record as its run ends. A job that does not
-    finish is a ValueError naming it. The sets are those built before it starts: the runs a look just made asks
-    for join when the command is run again."""
+    finish is a ValueError naming it. With `rebuild` (the whole queue: no hours, no limit), the queue is rebuilt
+    from the records as each job ends and the next job taken from it, so a claim's next look joins in its place;
+    without, the sets are those built before it starts."""
     chosen = within(sets, hours)[:limit]
     parallel = at_once or (1 if on_gpu else os.cpu_count() or 1)
     todo = jobs(chosen, results_dir, runs_dir, data_root, on_gpu, scale)
@@ -329,15 +341,24 @@ def run(sets: list[DecisiveSet], hours: float | None, limit: int | None, at_once
     check_prepared({resolve(recipes_dir() / f"{name}.yaml", scale).recipe.data.corpus
                     for s in chosen for name, _ in s.new_runs}, data_root)
     collect, settle = watch(chosen, results_dir, runs_dir)
-    console.print(f"training {len(todo)} job(s), {min(parallel, len(todo))} at once, in {runs_dir}", markup=False,
+
+    def refill(started):  # the jobs started (running or ended) are left out: an ended one that failed is not retried
+        chosen[:] = within(rebuild(), None)
+        return jobs(chosen, results_dir, runs_dir, data_root, on_gpu, scale,
+                    frozenset(c for j in started for c in j.covers))
+    console.print(f"training {len(todo)} job(s), {min(parallel, len(todo))} at once, in {runs_dir}"
+                  + ("; the queue is rebuilt from the records as each ends" if rebuild else ""), markup=False,
                   highlight=False)
     done = run_jobs(todo, parallel, default_threads(parallel, len(todo)), on_finish=collect, on_tick=settle,
-                    tick_s=30.0)
+                    tick_s=30.0, refill=refill if rebuild else None)
     collect()
     bad = [j.name for j in done if j.state != "done"]
     if bad:
         raise ValueError(f"jobs that did not finish: {', '.join(bad)} (their logs are in their run folders under "
                          f"{runs_dir})")
-    # the list was built once, at the start: the records written since may ask for more (a claim's next look)
-    console.print(f"trained the {len(todo)} job(s) queued at the start; the same command again queues what the "
-                  f"records written since still need", markup=False, highlight=False)
+    if rebuild:
+        console.print(f"trained {len(done)} job(s); the queue rebuilt from their records has nothing left to train",
+                      markup=False, highlight=False)
+    else:  # the list was built once, at the start: the records written since may ask for more (a claim's next look)
+        console.print(f"trained the {len(todo)} job(s) queued at the start; the same command again queues what the "
+                      f"records written since still need", markup=False, highlight=False)

@@ -276,3 +276,50 @@ def test_queue_run_names_each_corpus_not_prepared_before_any_run_starts(tmp_path
     assert str(e.value) == (f"--root {root}: not prepared there: gigaword_sample (`lnrepro prepare gigaword "
                             f"--source ../shared/data/gigaword --root {root}`)")
     assert not list((tmp_path / "runs").glob("*"))  # nothing started
+
+
+def test_run_jobs_takes_the_jobs_refill_gives_as_each_job_ends(tmp_path, monkeypatch):
+    """A job ending asks `refill` for what to take next, in place of the jobs still queued; the jobs it is given
+    are those started so far."""
+    import sys
+
+    from repro import launch
+    ran = tmp_path / "ran"
+    job = tmp_path / "job.sh"  # stands in for python: notes which job it was started for
+    job.write_text(f"#!/bin/sh\necho \"$4\" >> {ran}\n")
+    job.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(job))
+    make = lambda name: launch.Job(name, [["train", name]], tmp_path / f"{name}.log")
+    asked = []
+
+    def refill(started):
+        asked.append([j.name for j in started])
+        return [make("c")] if len(asked) == 1 else []
+    done = launch.run_jobs([make("a"), make("b")], 1, 1, poll_s=0.05, refill=refill)
+    assert ran.read_text().split() == ["a", "c"]  # b was replaced before it started
+    assert [(j.name, j.state) for j in done] == [("a", "done"), ("c", "done")]
+    assert asked == [["a"], ["a", "c"]]
+
+
+@pytest.mark.slow
+def test_the_whole_queue_is_rebuilt_as_each_run_ends_and_a_new_look_joins(tiny_root, tmp_path):
+    """`queue --run` on the whole queue: when a run ends the queue is rebuilt from the records, so a run the new
+    records ask for (a claim's next look) is trained in the same command; the runs already started are not
+    started again."""
+    first = DecisiveSet("claim", "mt", ["look 1"], [(RECIPE, 1)])
+    nxt = DecisiveSet("claim", "mt", ["look 2"], [(RECIPE, 1), ("6L-6L-pre_ln", 1)])
+    for s in (first, nxt):
+        s.new_runs = list(s.runs)
+    results = tmp_path / "results"
+    results.mkdir()
+    builds = []
+
+    def rebuild():  # stands in for queue.build: after the first run's record, the claim's next look asks for more
+        builds.append(sorted(p.parent.name for p in results.rglob("seed*.json")))
+        return [nxt]
+    queue.run([first], None, None, 1, tmp_path / "lanes", tiny_root, results, on_gpu=False, scale="tiny",
+              rebuild=rebuild)
+    assert builds == [[RECIPE], [RECIPE, "6L-6L-pre_ln"]]
+    for name in (RECIPE, "6L-6L-pre_ln"):
+        record = json.loads((results / "tiny" / name / "seed1.json").read_text())
+        assert record["status"] == "completed", name
