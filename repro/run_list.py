@@ -43,9 +43,26 @@ def run_rows(results_dir: Path, scale: str) -> list[dict]:
                      "updates": rec.get("updates"), "training_s": rec.get("duration_s"),
                      "evaluation_s": metrics.get("eval_seconds"), "machine": trained_on,
                      "evaluated_on": evaluated_on, "stretches": len(rec.get("segments") or []) or 1,
-                     "started": rec.get("started", ""), "commit": str(rec.get("commit", ""))[:12],
+                     "started": rec.get("started", ""), "commit": ", ".join(short_commit(c, 12) for c in commits(rec)),
                      "model_code": version.of_record(rec), "overrides": rec.get("overrides") or []})
     return rows
+
+
+def commits(rec: dict) -> list[str]:
+    """The commits a run's code came from, one per run of stretches that kept it, in order (the record's own for a
+    stretch of before stretches kept one)."""
+    out = []
+    for part in stretches(rec):
+        c = str(part.get("commit") or rec.get("commit", ""))
+        if not out or out[-1] != c:
+            out.append(c)
+    return out
+
+
+def short_commit(commit: str, n: int) -> str:
+    """A commit's first n hex digits, keeping git's -dirty: the work tree it ran from had uncommitted changes, so
+    its code is that commit's only in part."""
+    return commit[:n] + ("-dirty" if commit.endswith("-dirty") else "")
 
 
 def trained_where(rec: dict) -> str:
@@ -72,7 +89,8 @@ def _cells(row: dict) -> list[str]:
         evaluation += f" on {row['evaluated_on']}"
     recipe = row["recipe"] + (f" (--set {' '.join(row['overrides'])})" if row["overrides"] else "")
     return [recipe, str(row["seed"]), row["status"], str(row["updates"] or "?"), _minutes(row["training_s"]),
-            evaluation, row["machine"], str(row["stretches"]), row["started"][:10], row["commit"][:7],
+            evaluation, row["machine"], str(row["stretches"]), row["started"][:10],
+            ", ".join(short_commit(c, 7) for c in row["commit"].split(", ")),
             row["model_code"]]
 
 

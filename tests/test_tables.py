@@ -267,8 +267,18 @@ def test_runs_lists_every_current_record_with_its_machine_and_times(tmp_path):
               if line.startswith("| 6L-6L-pre_ln | 4 |")][0]
     assert fourth.endswith(" | 2026-11-23 |") and "| Model code |" in render_runs(tmp_path, "mini", "markdown")
     assert json.loads(render_runs(tmp_path, "mini", "json"))["rows"][-1]["model_code"] == "2026-11-23"
+    # each stretch's commit, in order, and git's -dirty where a stretch ran from uncommitted changes
+    dirty, clean = "018b4a8b6927547d0d079a466f4eefdfebbf33d6-dirty", "da6e312aa57bb3e6f35e3b3b1d4bdb7bbd1b3f04"
+    write_record(tmp_path, record("6L-6L-pre_ln", 5, metrics={"bleu_average": 19.0}, commit=clean,
+                                  segments=[{"from_update": 0, "to_update": 50, "commit": dirty},
+                                            {"from_update": 50, "to_update": 80, "commit": clean},
+                                            {"from_update": 80, "to_update": 100, "commit": clean}]))
+    fifth = [line for line in render_runs(tmp_path, "mini", "markdown").splitlines()
+             if line.startswith("| 6L-6L-pre_ln | 5 |")][0].split(" | ")
+    assert fifth[-2] == "018b4a8-dirty, da6e312"
+    assert json.loads(render_runs(tmp_path, "mini", "json"))["rows"][-1]["commit"] == "018b4a8b6927-dirty, da6e312aa57b"
     result = runner.invoke(app, ["runs", "--scale", "mini", "--format", "csv", "--results", str(tmp_path)])
-    assert result.exit_code == 0 and len(result.output.strip().splitlines()) == 8
+    assert result.exit_code == 0 and len(result.output.strip().splitlines()) == 9
     assert runner.invoke(app, ["runs", "--format", "docx", "--results", str(tmp_path)]).exit_code == 2
 
 
