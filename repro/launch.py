@@ -146,14 +146,14 @@ def _on_stop_signals(handler) -> dict:
 
 def run_jobs(jobs: list[Job], parallel: int, threads: int, poll_s: float = 2.0,
              on_finish: Callable[[Job], None] | None = None, on_tick: Callable[[], None] | None = None,
-             tick_s: float = 60.0, refill: Callable[[list[Job]], list[Job]] | None = None) -> list[Job]:
+             tick_s: float = 60.0, refill: Callable[[list[Job]], list[Job] | None] | None = None) -> list[Job]:
     """Run the jobs, at most `parallel` at once; returns them (and any `refill` gave) with state done/failed and
     their return codes.
 
     `on_finish` is called with each job as it ends (done or failed), so that what it made can be kept at once
     rather than only after the last job; `on_tick` every `tick_s` seconds while jobs run, to watch them; `refill`,
     after `on_finish`, with the jobs started so far (running or ended): the jobs to take next, in place of those
-    still queued (a queue rebuilt from the records the ended job wrote).
+    still queued (a queue rebuilt from the records the ended job wrote), or None to keep those.
     """
     from rich.live import Live
 
@@ -195,8 +195,9 @@ def run_jobs(jobs: list[Job], parallel: int, threads: int, poll_s: float = 2.0,
                     console.print(f"{job.state} {job.name} ({(job.finished - job.started) / 60:.1f} min)")
                 if on_finish:
                     on_finish(job)
-                if refill:
-                    pending = refill([j for j in jobs if j.state != "queued"])
+                fresh = refill([j for j in jobs if j.state != "queued"]) if refill else None
+                if fresh is not None:  # None: keep the list as it was
+                    pending = fresh
                     jobs[:] = [j for j in jobs if j.state != "queued"] + pending
             if live:
                 live.update(_view(jobs))

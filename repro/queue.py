@@ -343,7 +343,13 @@ def run(sets: list[DecisiveSet], hours: float | None, limit: int | None, at_once
     collect, settle = watch(chosen, results_dir, runs_dir)
 
     def refill(started):  # the jobs started (running or ended) are left out: an ended one that failed is not retried
-        chosen[:] = within(rebuild(), None)
+        try:
+            sets = within(rebuild(), None)
+        except (ValueError, OSError) as e:  # a record the lanes cannot read must not stop them
+            console.print(f"the queue was not rebuilt ({e}); the lanes go on with the list they had", markup=False,
+                          highlight=False)
+            return None
+        chosen[:] = sets
         return jobs(chosen, results_dir, runs_dir, data_root, on_gpu, scale,
                     frozenset(c for j in started for c in j.covers))
     console.print(f"training {len(todo)} job(s), {min(parallel, len(todo))} at once, in {runs_dir}"

@@ -292,22 +292,22 @@ def test_run_jobs_takes_the_jobs_refill_gives_as_each_job_ends(tmp_path, monkeyp
     make = lambda name: launch.Job(name, [["train", name]], tmp_path / f"{name}.log")
     asked = []
 
-    def refill(started):
+    def refill(started):  # c and d in place of b; then None: d stays queued
         asked.append([j.name for j in started])
-        return [make("c")] if len(asked) == 1 else []
+        return [make("c"), make("d")] if len(asked) == 1 else None
     done = launch.run_jobs([make("a"), make("b")], 1, 1, poll_s=0.05, refill=refill)
-    assert ran.read_text().split() == ["a", "c"]  # b was replaced before it started
-    assert [(j.name, j.state) for j in done] == [("a", "done"), ("c", "done")]
-    assert asked == [["a"], ["a", "c"]]
+    assert ran.read_text().split() == ["a", "c", "d"]  # b was replaced before it started
+    assert [(j.name, j.state) for j in done] == [("a", "done"), ("c", "done"), ("d", "done")]
+    assert asked == [["a"], ["a", "c"], ["a", "c", "d"]]
 
 
 @pytest.mark.slow
-def test_the_whole_queue_is_rebuilt_as_each_run_ends_and_a_new_look_joins(tiny_root, tmp_path):
+def test_the_whole_queue_is_rebuilt_as_each_run_ends_and_a_new_look_joins(tiny_root, tmp_path, capfd):
     """`queue --run` on the whole queue: when a run ends the queue is rebuilt from the records, so a run the new
     records ask for (a claim's next look) is trained in the same command; the runs already started are not
-    started again."""
+    started again; a rebuild that fails leaves the lanes on the list they had."""
     first = DecisiveSet("claim", "mt", ["look 1"], [(RECIPE, 1)])
-    nxt = DecisiveSet("claim", "mt", ["look 2"], [(RECIPE, 1), ("6L-6L-pre_ln", 1)])
+    nxt = DecisiveSet("claim", "mt", ["look 2"], [(RECIPE, 1), ("6L-6L-pre_ln", 1), ("6L-6L-post_ln", 1)])
     for s in (first, nxt):
         s.new_runs = list(s.runs)
     results = tmp_path / "results"
@@ -316,10 +316,14 @@ def test_the_whole_queue_is_rebuilt_as_each_run_ends_and_a_new_look_joins(tiny_r
 
     def rebuild():  # stands in for queue.build: after the first run's record, the claim's next look asks for more
         builds.append(sorted(p.parent.name for p in results.rglob("seed*.json")))
-        return [nxt]
+        if len(builds) == 2:
+            raise ValueError("results/x.json: line 1 is not JSON")
+        return [nxt] if len(builds) == 1 else []
     queue.run([first], None, None, 1, tmp_path / "lanes", tiny_root, results, on_gpu=False, scale="tiny",
               rebuild=rebuild)
-    assert builds == [[RECIPE], [RECIPE, "6L-6L-pre_ln"]]
-    for name in (RECIPE, "6L-6L-pre_ln"):
+    assert builds == [[RECIPE], [RECIPE, "6L-6L-pre_ln"], [RECIPE, "6L-6L-post_ln", "6L-6L-pre_ln"]]
+    said = " ".join(capfd.readouterr().err.split())
+    assert "the queue was not rebuilt (results/x.json: line 1 is not JSON); the lanes go on" in said
+    for name in (RECIPE, "6L-6L-pre_ln", "6L-6L-post_ln"):
         record = json.loads((results / "tiny" / name / "seed1.json").read_text())
         assert record["status"] == "completed", name
