@@ -309,7 +309,8 @@ def watch(sets: list[DecisiveSet], results_dir: Path, runs_dir: Path):
     def where(t):
         if t not in specs:
             specs[t] = calibration.load_spec(recipes_dir() / "calibration" / "v2" / f"{t}.yaml")
-        return specs[t], runs_dir / "calibration" / "v2" / t, Path(results_dir) / specs[t].scale / "calibration" / "v2" / t
+        out = Path(results_dir) / specs[t].scale / "calibration" / "v2" / t
+        return specs[t], runs_dir / "calibration" / "v2" / t, out
 
     tasks = lambda: sorted({s.task for s in sets if s.kind == "calibration" and s.state == "queued"} | specs.keys())
 

@@ -148,8 +148,9 @@ def render_results_page(results_dir: Path, scale: str) -> str:
             "another), Stretches the sessions the training took (a run resumed from its checkpoint; the record's "
             "`segments` say where each ran), Commit the commit of its code (each, where its stretches ran different "
             "ones; -dirty: from a work tree with uncommitted changes, so that commit's code only in part), Model code "
-            "the version of the layers' code it trained (a claim judges the seeds of one version together). Each record names its recipe and hash, commit, seed, hardware, "
-            "start and duration, and keeps its training log beside it.", "",
+            "the version of the layers' code it trained (a claim judges the seeds of one version together). Each "
+            "record names its recipe and hash, commit, seed, hardware, start and duration, and keeps its training log "
+            "beside it.", "",
             render_runs(results_dir, scale, "markdown").strip(), "", "## Still to run", "",
             render_missing(results_dir, scale, "markdown").strip(), ""]
     return "\n".join(out)
