@@ -153,14 +153,26 @@ def runs(scale: str = typer.Option("mini", "--scale", help="Whose records to lis
                                       "cell needs with no record (five for Table 1 and the cells claims compare, "
                                       "more where a claim's power asks; three elsewhere), and the hours of training "
                                       "they need on each machine the records trained on."),
+         check: bool = typer.Option(False, "--check", help="Instead, check each record's provenance: every stretch "
+                                    "from a clean commit in this checkout's history, its training log beside it; "
+                                    "exit 1 naming each record short of it."),
          results: Records = Path("results")):
     """List the runs behind the tables: status, updates, training and evaluation time, machine, start, commit.
 
     Example: lnrepro runs --scale mini --format markdown; lnrepro runs --scale mini --missing
     """
-    from repro.run_list import render_missing, render_runs
+    from repro.run_list import provenance_gaps, render_missing, render_runs
     with one_line_errors():
         check_scale(scale)
         check_results(results)
+        if check:
+            gaps = provenance_gaps(results, scale)
+            for line in gaps:
+                print(line)
+            if gaps:
+                raise typer.Exit(1)
+            print(f"every record of scale {scale!r} under {results} names clean commits of this checkout's history "
+                  "and keeps its training log")
+            return
         out = render_missing(results, scale, fmt) if missing else render_runs(results, scale, fmt)
     print(out, end="")

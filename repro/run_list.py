@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import subprocess
 from pathlib import Path
 
 from repro.judging import judged_overrides, judged_records
@@ -18,7 +19,7 @@ from repro.model import version
 from repro.needed import SEEDS_COMPARED, SEEDS_ELSEWHERE, missing_runs, seed_span
 from repro.pace import missing_compute
 from repro.provenance import where
-from repro.results import stretch_hardware, stretches
+from repro.results import current_records, record_path, stretch_hardware, stretches
 from repro.tables.render import plain_table, wrap
 from repro.tables.spec import TITLES
 
@@ -63,6 +64,37 @@ def short_commit(commit: str, n: int) -> str:
     """A commit's first n hex digits, keeping git's -dirty: the work tree it ran from had uncommitted changes, so
     its code is that commit's only in part."""
     return commit[:n] + ("-dirty" if commit.endswith("-dirty") else "")
+
+
+def provenance_gaps(results_dir: Path, scale: str) -> list[str]:
+    """What keeps a current record's code or course from being known exactly, one line each: a stretch trained from
+    uncommitted changes (-dirty), a commit this checkout's history lacks, no training log beside the record."""
+    current, _ = current_records(results_dir, scale)
+    known: dict[str, bool] = {}
+    out = []
+    for name in sorted(current):
+        for rec in sorted(current[name], key=lambda r: r["seed"]):
+            path = record_path(results_dir, scale, name, rec["seed"])
+            for c in commits(rec):
+                if c.endswith("-dirty"):
+                    out.append(f"{path}: trained from {c[:12]} with uncommitted changes")
+                    continue
+                if c not in known:
+                    known[c] = in_history(c)
+                if not known[c]:
+                    out.append(f"{path}: commit {c[:12]!r} is not in this checkout's history")
+            if not path.with_suffix(".log.jsonl").is_file():
+                out.append(f"{path}: no training log beside it ({path.with_suffix('.log.jsonl').name})")
+    return out
+
+
+def in_history(commit: str) -> bool:
+    """Whether `commit` is HEAD or an ancestor of it in the repository this code is in."""
+    try:
+        return subprocess.run(["git", "merge-base", "--is-ancestor", commit, "HEAD"], capture_output=True,
+                              timeout=30, cwd=Path(__file__).resolve().parent).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
 
 
 def trained_where(rec: dict) -> str:

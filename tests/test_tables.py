@@ -282,6 +282,32 @@ def test_runs_lists_every_current_record_with_its_machine_and_times(tmp_path):
     assert runner.invoke(app, ["runs", "--format", "docx", "--results", str(tmp_path)]).exit_code == 2
 
 
+def test_runs_check_names_each_record_short_of_its_provenance(tmp_path):
+    """`runs --check`: a stretch from uncommitted changes, a commit this checkout's history lacks and a record
+    without its log are each named, exit 1; records from clean commits of the history with their logs pass."""
+    repo = Path(__file__).resolve().parents[1]
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=repo).stdout.strip()
+    cases = {("6L-6L-b2t", 1): {"commit": head}, ("6L-6L-b2t", 2): {"commit": head},
+             ("6L-6L-pre_ln", 1): {"commit": head, "segments": [
+                 {"from_update": 0, "to_update": 50, "commit": head + "-dirty"},
+                 {"from_update": 50, "to_update": 100, "commit": head}]},
+             ("6L-6L-pre_ln", 2): {"commit": "f" * 40}}
+    for (name, seed), extra in cases.items():
+        path = write_record(tmp_path, record(name, seed, metrics={"bleu_average": 20.0}, **extra))
+        if (name, seed) != ("6L-6L-b2t", 2):
+            path.with_suffix(".log.jsonl").write_text('{"step": 1, "loss": 5.0}\n')
+    result = runner.invoke(app, ["runs", "--check", "--results", str(tmp_path)])
+    cell = lambda name, seed: str(tmp_path / "mini" / name / f"seed{seed}.json")
+    assert result.exit_code == 1 and result.output.splitlines() == [
+        f"{cell('6L-6L-b2t', 2)}: no training log beside it (seed2.log.jsonl)",
+        f"{cell('6L-6L-pre_ln', 1)}: trained from {head[:12]} with uncommitted changes",
+        f"{cell('6L-6L-pre_ln', 2)}: commit 'ffffffffffff' is not in this checkout's history"], result.output
+    for name, seed in (("6L-6L-b2t", 2), ("6L-6L-pre_ln", 1), ("6L-6L-pre_ln", 2)):
+        Path(cell(name, seed)).unlink()
+    result = runner.invoke(app, ["runs", "--check", "--results", str(tmp_path)])
+    assert result.exit_code == 0 and "names clean commits of this checkout's history" in result.output
+
+
 def test_table8_keeps_cpu_generations_apart(tmp_path):
     """Two CPUs of one name and kernels (a Zen 4 and a Zen 5 "AMD EPYC (AVX512)") get rows of their own; a run
     trained on two machines is in neither's."""
