@@ -19,7 +19,7 @@ from repro.model import version
 from repro.needed import SEEDS_COMPARED, SEEDS_ELSEWHERE, missing_runs, seed_span
 from repro.pace import missing_compute
 from repro.provenance import where
-from repro.results import current_records, record_path, stretch_hardware, stretches
+from repro.results import load_records, record_path, stretch_hardware, stretches
 from repro.tables.render import plain_table, wrap
 from repro.tables.spec import TITLES
 
@@ -67,24 +67,24 @@ def short_commit(commit: str, n: int) -> str:
 
 
 def provenance_gaps(results_dir: Path, scale: str) -> list[str]:
-    """What keeps a current record's code or course from being known exactly, one line each: a stretch trained from
-    uncommitted changes (-dirty), a commit this checkout's history lacks, no training log beside the record."""
-    current, _ = current_records(results_dir, scale)
+    """What keeps a record's code or course from being known exactly (every record of the scale: stale ones and
+    those of runs with --set too), one line each: a stretch trained from uncommitted changes (-dirty), a commit this
+    checkout's history lacks, no training log beside the record."""
     known: dict[str, bool] = {}
     out = []
-    for name in sorted(current):
-        for rec in sorted(current[name], key=lambda r: r["seed"]):
-            path = record_path(results_dir, scale, name, rec["seed"])
-            for c in commits(rec):
-                if c.endswith("-dirty"):
-                    out.append(f"{path}: trained from {c[:12]} with uncommitted changes")
-                    continue
-                if c not in known:
-                    known[c] = in_history(c)
-                if not known[c]:
-                    out.append(f"{path}: commit {c[:12]!r} is not in this checkout's history")
-            if not path.with_suffix(".log.jsonl").is_file():
-                out.append(f"{path}: no training log beside it ({path.with_suffix('.log.jsonl').name})")
+    for rec in load_records(results_dir, scale):
+        path = record_path(results_dir, scale, rec["recipe_name"], rec["seed"], rec.get("overrides"),
+                           rec.get("recipe_hash", ""))
+        for c in commits(rec):
+            if c.endswith("-dirty"):
+                out.append(f"{path}: trained from {c[:12]} with uncommitted changes")
+                continue
+            if c not in known:
+                known[c] = in_history(c)
+            if not known[c]:
+                out.append(f"{path}: commit {c[:12]!r} is not in this checkout's history")
+        if not path.with_suffix(".log.jsonl").is_file():
+            out.append(f"{path}: no training log beside it ({path.with_suffix('.log.jsonl').name})")
     return out
 
 

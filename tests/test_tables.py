@@ -296,12 +296,17 @@ def test_runs_check_names_each_record_short_of_its_provenance(tmp_path):
         path = write_record(tmp_path, record(name, seed, metrics={"bleu_average": 20.0}, **extra))
         if (name, seed) != ("6L-6L-b2t", 2):
             path.with_suffix(".log.jsonl").write_text('{"step": 1, "loss": 5.0}\n')
+    ablation = write_record(tmp_path, record("6L-6L-b2t", 1, metrics={"bleu_average": 20.0}, commit=head + "-dirty",
+                                             overrides=["optim.lr=0.001"]))  # a run with --set is checked too
+    ablation.with_suffix(".log.jsonl").write_text('{"step": 1, "loss": 5.0}\n')
     result = runner.invoke(app, ["runs", "--check", "--results", str(tmp_path)])
     cell = lambda name, seed: str(tmp_path / "mini" / name / f"seed{seed}.json")
     assert result.exit_code == 1 and result.output.splitlines() == [
         f"{cell('6L-6L-b2t', 2)}: no training log beside it (seed2.log.jsonl)",
         f"{cell('6L-6L-pre_ln', 1)}: trained from {head[:12]} with uncommitted changes",
-        f"{cell('6L-6L-pre_ln', 2)}: commit 'ffffffffffff' is not in this checkout's history"], result.output
+        f"{cell('6L-6L-pre_ln', 2)}: commit 'ffffffffffff' is not in this checkout's history",
+        f"{ablation}: trained from {head[:12]} with uncommitted changes"], result.output
+    ablation.unlink()
     for name, seed in (("6L-6L-b2t", 2), ("6L-6L-pre_ln", 1), ("6L-6L-pre_ln", 2)):
         Path(cell(name, seed)).unlink()
     result = runner.invoke(app, ["runs", "--check", "--results", str(tmp_path)])
