@@ -161,7 +161,7 @@ def runs(scale: str = typer.Option("mini", "--scale", help="Whose records to lis
 
     Example: lnrepro runs --scale mini --format markdown; lnrepro runs --scale mini --missing
     """
-    from repro.run_list import provenance_gaps, render_missing, render_runs
+    from repro.run_list import in_history, provenance_gaps, render_missing, render_runs
     with one_line_errors():
         check_scale(scale)
         check_results(results)
@@ -171,8 +171,9 @@ def runs(scale: str = typer.Option("mini", "--scale", help="Whose records to lis
                 print(line)
             if gaps:
                 raise typer.Exit(1)
-            print(f"every record of scale {scale!r} under {results} names clean commits of this checkout's history "
-                  "and keeps its training log")
+            history = "of this checkout's history" if in_history("HEAD") else "(no git history here to find them in)"
+            print(f"every record of scale {scale!r} under {results} names clean commits {history} and keeps its "
+                  "training log")
             return
         out = render_missing(results, scale, fmt) if missing else render_runs(results, scale, fmt)
     print(out, end="")

@@ -81,20 +81,24 @@ def provenance_gaps(results_dir: Path, scale: str) -> list[str]:
                 continue
             if c not in known:
                 known[c] = in_history(c)
-            if not known[c]:
+            if known[c] is False:
                 out.append(f"{path}: commit {c[:12]!r} is not in this checkout's history")
         if not path.with_suffix(".log.jsonl").is_file():
             out.append(f"{path}: no training log beside it ({path.with_suffix('.log.jsonl').name})")
     return out
 
 
-def in_history(commit: str) -> bool:
-    """Whether `commit` is HEAD or an ancestor of it in the repository this code is in."""
+def in_history(commit: str) -> bool | None:
+    """Whether `commit` is HEAD or an ancestor of it in the repository this code is in; None where git cannot say
+    (no git, or this code installed outside its repository)."""
+    git = lambda *args: subprocess.run(["git", *args], capture_output=True, timeout=30,
+                                       cwd=Path(__file__).resolve().parent).returncode == 0
     try:
-        return subprocess.run(["git", "merge-base", "--is-ancestor", commit, "HEAD"], capture_output=True,
-                              timeout=30, cwd=Path(__file__).resolve().parent).returncode == 0
+        if not git("rev-parse", "--is-inside-work-tree"):
+            return None
+        return git("merge-base", "--is-ancestor", commit, "HEAD")
     except (OSError, subprocess.SubprocessError):
-        return False
+        return None
 
 
 def trained_where(rec: dict) -> str:

@@ -311,6 +311,17 @@ def test_runs_check_names_each_record_short_of_its_provenance(tmp_path):
         Path(cell(name, seed)).unlink()
     result = runner.invoke(app, ["runs", "--check", "--results", str(tmp_path)])
     assert result.exit_code == 0 and "names clean commits of this checkout's history" in result.output
+    # the code outside any git repository (installed elsewhere): a commit it cannot look up is not called missing
+    import shutil
+    outside = tmp_path / "outside"
+    shutil.copytree(repo / "repro", outside / "repro", ignore=shutil.ignore_patterns("__pycache__"))
+    (outside / "recipes").symlink_to(repo / "recipes")
+    write_record(tmp_path, record("6L-6L-pre_ln", 2, metrics={"bleu_average": 20.0}, commit="f" * 40))
+    Path(cell("6L-6L-pre_ln", 2)).with_suffix(".log.jsonl").write_text('{"step": 1, "loss": 5.0}\n')
+    out = subprocess.run([sys.executable, "-m", "repro.cli", "runs", "--check", "--results", str(tmp_path)],
+                         capture_output=True, text=True, cwd=outside, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(outside), "GIT_CEILING_DIRECTORIES": str(tmp_path)})
+    assert out.returncode == 0 and "(no git history here to find them in)" in out.stdout, out.stdout + out.stderr
 
 
 def test_table8_keeps_cpu_generations_apart(tmp_path):
