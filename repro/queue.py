@@ -136,17 +136,24 @@ def run_seconds(recipe: str, scale: str, label: str, paces: dict, calibration_ru
 
 def part_done(sets: list[DecisiveSet], runs_dir: Path, scale: str) -> None:
     """Each claim run stopped part-way in `runs_dir` (where `--run` trains it): the update of its newest
-    checkpoint, into its set's `done` and `why`."""
+    checkpoint, into its set's `done` and `why`, which also says when a process trains it now."""
     from repro.train.checkpoint import resumable, step_of
+    from repro.train.lock import lock_holder
     for s in sets:
         if s.kind != "claim":
             continue
+        said = []
         for name, seed in s.runs:
-            if got := resumable(run_folder(runs_dir, name, scale, seed)):
+            folder = run_folder(runs_dir, name, scale, seed)
+            got, pid = resumable(folder), lock_holder(folder) if folder.is_dir() else None
+            if got:
                 s.done[name, seed] = step_of(got[-1])
-        if s.done:
-            s.why += "; " + ", ".join(f"{name} seed {seed} at update {n:,} of {recipe_updates(name, scale):,} "
-                                      f"(its newest checkpoint)" for (name, seed), n in s.done.items())
+                said.append(f"{name} seed {seed} at update {s.done[name, seed]:,} of "
+                            f"{recipe_updates(name, scale):,} ({'training now, ' if pid else ''}its newest checkpoint)")
+            elif pid:
+                said.append(f"{name} seed {seed} training now (no checkpoint yet)")
+        if said:
+            s.why += "; " + ", ".join(said)
 
 
 def pricing_label(paces: dict, machines: dict, on_gpu: bool) -> tuple[str | None, list[str]]:

@@ -261,6 +261,14 @@ def test_a_run_stopped_part_way_is_priced_for_the_updates_it_has_left(tmp_path):
     assert got == [part, whole]  # one claim for a quarter of a run first
     assert part.hours == pytest.approx(whole.hours / 4)
     assert part.as_dict()["done"] == [["6L-6L-pre_ln", 4, 6000]]
+    # a run a process trains now (its folder locked) says so, with or without a checkpoint yet
+    from repro.train.lock import run_lock
+    fresh = DecisiveSet("claim", "mt", ["c"], [("6L-6L-post_ln", 4)])
+    part.why, fresh.why = "b", "c"
+    with run_lock(stopped), run_lock(tmp_path / "lanes" / "6L-6L-post_ln-mini-s4"):
+        queue.part_done([part, fresh], tmp_path / "lanes", "mini")
+    assert part.why == "b; 6L-6L-pre_ln seed 4 at update 6,000 of 8,000 (training now, its newest checkpoint)"
+    assert fresh.why == "c; 6L-6L-post_ln seed 4 training now (no checkpoint yet)" and fresh.done == {}
 
 
 def test_queue_run_names_each_corpus_not_prepared_before_any_run_starts(tmp_path):
