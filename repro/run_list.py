@@ -70,7 +70,7 @@ def provenance_gaps(results_dir: Path, scale: str) -> list[str]:
     """What keeps a record's code or course from being known exactly (every record of the scale: stale ones and
     those of runs with --set too), one line each: a stretch trained from uncommitted changes (-dirty), a commit this
     checkout's history lacks, no training log beside the record."""
-    known: dict[str, bool] = {}
+    known: dict[str, bool | None] = {}
     out = []
     for rec in load_records(results_dir, scale):
         path = record_path(results_dir, scale, rec["recipe_name"], rec["seed"], rec.get("overrides"),
