@@ -161,7 +161,8 @@ def runs(scale: str = typer.Option("mini", "--scale", help="Whose records to lis
 
     Example: lnrepro runs --scale mini --format markdown; lnrepro runs --scale mini --missing
     """
-    from repro.run_list import in_history, provenance_gaps, render_missing, render_runs
+    from repro.provenance import in_history
+    from repro.run_list import provenance_gaps, render_missing, render_runs
     with one_line_errors():
         check_scale(scale)
         check_results(results)

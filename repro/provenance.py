@@ -27,6 +27,19 @@ def git_commit() -> str:
         return "unknown"
 
 
+def in_history(commit: str) -> bool | None:
+    """Whether `commit` is HEAD or an ancestor of it in the repository this code is in; None where git cannot say
+    (no git, or this code installed outside its repository)."""
+    git = lambda *args: subprocess.run(["git", *args], capture_output=True, timeout=30,
+                                       cwd=Path(__file__).resolve().parent).returncode == 0
+    try:
+        if not git("rev-parse", "--is-inside-work-tree"):
+            return None
+        return git("merge-base", "--is-ancestor", commit, "HEAD")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
 def cpuinfo(text: str | None = None) -> dict[str, str]:
     """The first processor's fields in /proc/cpuinfo ("model name", "vendor_id", "cpu family", "model", "flags"...),
     {} where there is none (not Linux)."""

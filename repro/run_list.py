@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import subprocess
 from pathlib import Path
 
 from repro.judging import judged_overrides, judged_records
@@ -18,7 +17,7 @@ from repro.markdown import escape
 from repro.model import version
 from repro.needed import SEEDS_COMPARED, SEEDS_ELSEWHERE, missing_runs, seed_span
 from repro.pace import missing_compute
-from repro.provenance import where
+from repro.provenance import in_history, where
 from repro.results import load_records, record_path, stretch_hardware, stretches
 from repro.tables.render import plain_table, wrap
 from repro.tables.spec import TITLES
@@ -86,19 +85,6 @@ def provenance_gaps(results_dir: Path, scale: str) -> list[str]:
         if not path.with_suffix(".log.jsonl").is_file():
             out.append(f"{path}: no training log beside it ({path.with_suffix('.log.jsonl').name})")
     return out
-
-
-def in_history(commit: str) -> bool | None:
-    """Whether `commit` is HEAD or an ancestor of it in the repository this code is in; None where git cannot say
-    (no git, or this code installed outside its repository)."""
-    git = lambda *args: subprocess.run(["git", *args], capture_output=True, timeout=30,
-                                       cwd=Path(__file__).resolve().parent).returncode == 0
-    try:
-        if not git("rev-parse", "--is-inside-work-tree"):
-            return None
-        return git("merge-base", "--is-ancestor", commit, "HEAD")
-    except (OSError, subprocess.SubprocessError):
-        return None
 
 
 def trained_where(rec: dict) -> str:
