@@ -11,6 +11,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 
+def _git(*args: str, timeout: int = 10) -> subprocess.CompletedProcess:
+    """git run in the folder of this code, so it answers for the repository the code came from, not the caller's."""
+    return subprocess.run(["git", *args], capture_output=True, text=True, timeout=timeout,
+                          cwd=Path(__file__).resolve().parent)
+
+
 def git_commit() -> str:
     """HEAD (with -dirty for uncommitted changes), or $LNREPRO_COMMIT when set: a tree copied to another machine
     may carry a stale .git, so the launcher of such a run names the commit it copied."""
@@ -18,11 +24,11 @@ def git_commit() -> str:
     if given:
         return given
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
-                             cwd=Path(__file__).resolve().parent)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ":/", ":(top,exclude)results"], capture_output=True,
-                               text=True, timeout=10, cwd=Path(__file__).resolve().parent).stdout.strip()
-        return out.stdout.strip() + ("-dirty" if dirty else "") if out.returncode == 0 else "unknown"
+        head = _git("rev-parse", "HEAD")
+        # results/ holds records and pages, not code: regenerating them beside a run changes nothing it trains.
+        dirty = _git("status", "--porcelain", "--untracked-files=no", "--", ":/",
+                     ":(top,exclude)results").stdout.strip()
+        return head.stdout.strip() + ("-dirty" if dirty else "") if head.returncode == 0 else "unknown"
     except (OSError, subprocess.SubprocessError):
         return "unknown"
 
@@ -30,12 +36,10 @@ def git_commit() -> str:
 def in_history(commit: str) -> bool | None:
     """Whether `commit` is HEAD or an ancestor of it in the repository this code is in; None where git cannot say
     (no git, or this code installed outside its repository)."""
-    git = lambda *args: subprocess.run(["git", *args], capture_output=True, timeout=30,
-                                       cwd=Path(__file__).resolve().parent).returncode == 0
     try:
-        if not git("rev-parse", "--is-inside-work-tree"):
+        if _git("rev-parse", "--is-inside-work-tree", timeout=30).returncode != 0:
             return None
-        return git("merge-base", "--is-ancestor", commit, "HEAD")
+        return _git("merge-base", "--is-ancestor", commit, "HEAD", timeout=30).returncode == 0
     except (OSError, subprocess.SubprocessError):
         return None
 

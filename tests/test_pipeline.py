@@ -3,6 +3,7 @@
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -66,6 +67,33 @@ def test_cpu_id_names_family_and_model_of_the_first_cpu():
            "processor\t: 1\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 143\n")
     assert cpu_id(x86) == "AuthenticAMD family 25 model 17"
     assert cpu_id("processor\t: 0\nBogoMIPS\t: 50.00\nCPU implementer\t: 0x41\n") == ""  # Arm names no family
+
+
+def test_git_commit_stamps_head_and_dirty_code_but_not_results(tmp_path):
+    """The commit every record carries: HEAD of the repository the code is in, -dirty for uncommitted code (not for
+    a changed record under results/), $LNREPRO_COMMIT where set, "unknown" outside git."""
+    repo = tmp_path / "repo"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "repro", repo / "repro",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (repo / "results").mkdir()
+    (repo / "results" / "seed1.json").write_text("{}")
+    git = lambda *args: subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo,
+                                       capture_output=True, text=True, check=True).stdout.strip()
+    stamp = lambda **env: subprocess.run(
+        [sys.executable, "-c", "from repro.provenance import git_commit; print(git_commit())"], cwd=repo,
+        capture_output=True, text=True, timeout=60, check=True,
+        env={**os.environ, "PYTHONPATH": str(repo), "GIT_CEILING_DIRECTORIES": str(tmp_path), **env}).stdout.strip()
+    assert stamp() == "unknown"  # no repository yet
+    git("init", "-q")
+    git("add", ".")
+    git("commit", "-qm", "code")
+    head = git("rev-parse", "HEAD")
+    (repo / "results" / "seed1.json").write_text('{"a": 1}')
+    assert stamp() == head
+    with open(repo / "repro" / "provenance.py", "a") as f:
+        f.write("# changed\n")
+    assert stamp() == head + "-dirty"
+    assert stamp(LNREPRO_COMMIT="abc123") == "abc123"
 
 
 def test_resume_equals_uninterrupted(tiny_root, tmp_path):
