@@ -11,7 +11,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -448,7 +447,6 @@ def test_resuming_a_finished_run_adds_no_second_validation_row(tiny_root, tmp_pa
     sets = ["--set", "optim.max_updates=5", "--set", "train.validate_interval=2"]
     first = runner.invoke(app, train_args(tiny_root, tmp_path) + sets)
     assert first.exit_code == 0, first.output
-    before = (tmp_path / "run" / "log.jsonl").read_text()
     again = runner.invoke(app, train_args(tiny_root, tmp_path, "--resume", "--replace-record") + sets)
     assert again.exit_code == 0, again.output
     rows = [json.loads(l) for l in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
@@ -488,7 +486,7 @@ def test_a_garbled_status_or_log_names_its_file(tiny_root, tmp_path):
 
 def test_every_reader_validates_records_against_one_schema(tmp_path):
     """A record no reader could use is named with its field, never dropped or miscounted; a stale one is listed."""
-    from repro.results import RecordError, write_record
+    from repro.results import write_record
     from test_tables import record
     good = record("6L-6L-b2t", 1, metrics={"bleu_average": 30.0}, encoder_layers=6, decoder_layers=6)
     path = write_record(tmp_path, good)
