@@ -73,8 +73,7 @@ def test_git_commit_stamps_head_and_dirty_code_but_not_results(tmp_path):
     """The commit every record carries: HEAD of the repository the code is in, -dirty for uncommitted code (not for
     a changed record under results/), $LNREPRO_COMMIT where set, "unknown" outside git."""
     repo = tmp_path / "repo"
-    shutil.copytree(Path(__file__).resolve().parents[1] / "repro", repo / "repro",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "repro", repo / "repro", ignore=shutil.ignore_patterns("__pycache__"))
     (repo / "results").mkdir()
     (repo / "results" / "seed1.json").write_text("{}")
     git = lambda *args: subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo,
