@@ -193,8 +193,7 @@ def queue(scale: str = typer.Option("mini", "--scale", help="Whose records decid
             raise ValueError(f"--format {fmt!r}: expected text or json")
         runs = (runs or evidence_queue.default_runs()).expanduser()
         check_folder(runs, "--runs")
-        if run:
-            check_jobs(jobs)
+        check_jobs(jobs)
         sets = evidence_queue.build(results, scale, on_gpu, runs_dir=runs)
         print(evidence_queue.render(sets, hours, fmt, limit), end="")
         if run:

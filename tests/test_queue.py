@@ -156,6 +156,8 @@ def test_queue_cli_text_json_and_bad_input(tmp_path):
     assert bad.exit_code == 2 and "is a file, not a folder" in bad.output and "decisive sets" not in bad.output
     bad = CliRunner().invoke(app, ["queue", "--run", "--jobs", "0", "--runs", str(tmp_path / "lanes")])
     assert bad.exit_code == 2 and "--jobs 0: expected at least 1" in bad.output and "decisive sets" not in bad.output
+    bad = CliRunner().invoke(app, ["queue", "--jobs", "-1", "--runs", str(tmp_path / "lanes")])  # without --run too
+    assert bad.exit_code == 2 and "--jobs -1: expected at least 1" in bad.output
     assert not (tmp_path / "lanes").exists()
 
 

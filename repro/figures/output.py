@@ -49,9 +49,14 @@ def save_figure(fig, out: Path, json_path: Path | None, data, reads: tuple[Path,
     check_targets(out, json_path, reads)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.stem + ".tmp.png")
-    fig.savefig(tmp, dpi=120)
-    plt.close(fig)
-    tmp.replace(out)
+    try:
+        fig.savefig(tmp, dpi=120)
+        tmp.replace(out)
+    except OSError as e:  # as atomic_write_text: the error names the figure, and no temporary is left behind
+        tmp.unlink(missing_ok=True)
+        raise OSError(e.errno, f"{out}: {e.strerror}; nothing half-written is left") from None
+    finally:
+        plt.close(fig)
     if json_path is not None:
         from repro.files import atomic_write_text
         json_path.parent.mkdir(parents=True, exist_ok=True)
