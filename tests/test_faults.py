@@ -546,6 +546,28 @@ def test_a_full_disk_during_a_record_write_leaves_no_temporary(tmp_path, monkeyp
     assert target.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["seed1.json"]
 
 
+def test_a_figure_that_cannot_be_written_names_it_and_leaves_no_temporary(tmp_path, monkeypatch):
+    import errno
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
+
+    from repro.figures.output import save_figure
+    out = tmp_path / "figure3.png"
+    out.write_bytes(b"old")
+    real = Figure.savefig
+
+    def full(self, path, **k):
+        real(self, path, **k)
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(Figure, "savefig", full)
+    with pytest.raises(OSError, match="figure3.png: No space left on device; nothing half-written is left"):
+        save_figure(plt.figure(), out, None, {})
+    assert out.read_bytes() == b"old" and [p.name for p in tmp_path.iterdir()] == ["figure3.png"]
+
+
 def test_two_prepares_at_once_on_a_fresh_root_both_succeed(tmp_path):
     env = {**os.environ, "LNREPRO_QUIET": "1"}
     cmd = [sys.executable, "-m", "repro.cli", "prepare", "tiny", "--root", str(tmp_path / "data")]
