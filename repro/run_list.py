@@ -179,7 +179,7 @@ def render_missing(results_dir: Path, scale: str, fmt: str = "text") -> str:
     if not rows:
         return (head if fmt == "markdown" else plain(head)) + "\n\nnone\n"
     lines = [f"- Table {r['table']}, {r['group']} {TITLES[r['method']]}: seed{'s' if len(r['seeds']) > 1 else ''} "
-             f"{seed_span(r['seeds'])} of {r['needed']}{' (power)' if r['by_power'] else ''} at model code "
+             f"{seed_span(r['seeds'])} to have {r['needed']}{' (power)' if r['by_power'] else ''} at model code "
              f"{r['version']}{older_note(r['older'])} (`{r['command']}`)" for r in rows]
     costs, machines = missing_compute(results_dir, scale, rows)
     if fmt == "markdown":

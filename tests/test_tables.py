@@ -361,7 +361,7 @@ def test_runs_missing_lists_each_cell_short_of_its_seeds_once(tmp_path):
     assert rows[(9, "6L-6L-b2t_noln")] == ([1, 2, 3, 4, 5], 5)  # Table 9's claim
     assert [t for t, name in rows if name == "6L-6L-b2t"] == [1]  # listed under its first table only
     text = render_missing(tmp_path, "mini", "markdown")
-    assert f"- Table 1, 6L-6L B2T connection: seeds 3, 4, 5 of 5 at model code {model_code.current('b2t')} " \
+    assert f"- Table 1, 6L-6L B2T connection: seeds 3, 4, 5 to have 5 at model code {model_code.current('b2t')} " \
            "(`lnrepro reproduce 1 --scale mini --seeds 5 " \
            "--cells 6L-6L:b2t`)" in text.splitlines()
     result = runner.invoke(app, ["runs", "--missing", "--format", "json", "--results", str(tmp_path)])
@@ -382,7 +382,7 @@ def test_runs_missing_counts_seeds_at_todays_model_code_and_asks_new_ones(tmp_pa
     post = rows["6L-6L-post_ln"]
     assert (post["have"], post["older"], post["version"]) == (0, 3, model_code.current("post_ln"))
     assert post["seeds"] == [4, 5, 6, 7, 8] and post["command"].startswith("lnrepro reproduce 1 --scale mini --seeds 8")
-    assert f"seeds 4-8 of 5 at model code {post['version']} (3 records of older versions kept)" in render_missing(
+    assert f"seeds 4-8 to have 5 at model code {post['version']} (3 records of older versions kept)" in render_missing(
         tmp_path, "mini", "markdown")
     text = render_missing(tmp_path, "mini", "text").splitlines()  # plain, in 80 columns, each command whole
     assert all(len(x) <= 80 and "**" not in x and "`" not in x and not x.startswith("|") for x in text)
@@ -418,7 +418,7 @@ def test_runs_missing_asks_an_inconclusive_comparison_for_its_next_look(tmp_path
     rows = {r["recipe"]: r for r in missing_runs(tmp_path, "mini")}
     for name in ("6L-6L-b2t", "6L-6L-pre_ln"):
         assert (rows[name]["needed"], rows[name]["seeds"], rows[name]["by_power"]) == (10, list(range(6, 11)), True)
-    assert "seeds 6-10 of 10 (power)" in render_missing(tmp_path, "mini", "markdown")
+    assert "seeds 6-10 to have 10 (power)" in render_missing(tmp_path, "mini", "markdown")
 
 
 def test_runs_missing_prices_each_depth_on_each_machine_its_records_trained_on(tmp_path):
