@@ -11,11 +11,15 @@ from pathlib import Path
 
 def atomic_write_text(path: Path, text: str) -> None:
     """Write to a temporary file beside `path`, then rename: a reader sees the old file or the new one."""
-    path = Path(path)
+    atomic_write(Path(path), lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def atomic_write(path: Path, write) -> None:
+    """`write(tmp)` fills a temporary file beside `path`, which then replaces it (a figure's PNG goes so too)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     try:
-        tmp.write_text(text, encoding="utf-8")
+        write(tmp)
         os.replace(tmp, path)
     except OSError as e:  # a full disk, say: no temporary left behind, the old file (if any) untouched
         tmp.unlink(missing_ok=True)

@@ -47,17 +47,10 @@ def finite(data):
 def save_figure(fig, out: Path, json_path: Path | None, data, reads: tuple[Path, ...] = ()) -> None:
     import matplotlib.pyplot as plt
     check_targets(out, json_path, reads)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.stem + ".tmp.png")
+    from repro.files import atomic_write, atomic_write_text
     try:
-        fig.savefig(tmp, dpi=120)
-        tmp.replace(out)
-    except OSError as e:  # as atomic_write_text: the error names the figure, and no temporary is left behind
-        tmp.unlink(missing_ok=True)
-        raise OSError(e.errno, f"{out}: {e.strerror}; nothing half-written is left") from None
+        atomic_write(Path(out), lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
     finally:
         plt.close(fig)
     if json_path is not None:
-        from repro.files import atomic_write_text
-        json_path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(json_path, json.dumps(finite(data), indent=2, allow_nan=False) + "\n")
