@@ -10,8 +10,8 @@ comparison does. Figure 3's claim reads the committed figure data; Figure 5's th
 `lnrepro evaluate` records.
 
 Here: the claims, the cells they rest on, and the readers the rule versions share. Rules v1 (repro/claims_v1.py)
-and v2 (repro/claims_v2.py) are frozen, kept so that what changed can be shown; v3 (repro/claims_v3.py) is in force;
-repro/verdicts.py applies a version to every claim.
+and v2 (repro/claims_v2.py) are frozen, kept so that what changed can be shown; v3 and v4 (repro/claims_v3.py) have
+planned looks, v4 in force; repro/verdicts.py applies a version to every claim.
 """
 
 from __future__ import annotations
@@ -215,7 +215,7 @@ def scored_cell(records, name: str, claim: Claim, failed_value=None) -> dict | N
     recs = records.get(name)
     if not recs:
         return None
-    values, reasons, scored = [], [], 0
+    values, seeds, reasons, scored = [], [], [], 0
     for r in recs:
         m = r.get("metrics") or {}
         v = metric_at(m, claim.metric) if claim.metric else None
@@ -226,23 +226,28 @@ def scored_cell(records, name: str, claim: Claim, failed_value=None) -> dict | N
             floor = failed_value(r) if failed_value else None
             if floor is not None:
                 values.append(floor)
+                seeds.append(r["seed"])
                 scored += 1
         elif isinstance(v, (int, float)) and not isinstance(v, bool):
             values.append(float(v))
+            seeds.append(r["seed"])
     n, failed = len(recs), len(reasons)
-    return {"name": name, "n": n, "failed": failed, "values": values, "reasons": reasons, "scored_failed": scored,
+    return {"name": name, "n": n, "failed": failed, "values": values, "seeds": seeds, "reasons": reasons,
+            "scored_failed": scored,
             "mean": statistics.fmean(values) if values else None,
             "failed_whole": n >= judging.MIN_SEEDS_FAILURE and failed * 2 > n}
 
 
 def similarity_cell(records, name: str) -> dict | None:
     """Figure 5's cell: each completed seed's mean off-diagonal cosine over both stacks (None: no seed measured)."""
+    measured = [r for r in records.get(name, [])
+                if r["status"] == "completed" and "layer_cosine" in (r.get("metrics") or {})]
     values = [statistics.fmean([_mean_offdiag(r["metrics"]["layer_cosine"][s]) for s in ("encoder", "decoder")])
-              for r in records.get(name, []) if r["status"] == "completed" and "layer_cosine" in (r.get("metrics") or {})]
+              for r in measured]
     if not values:
         return None
-    return {"name": name, "n": len(values), "failed": 0, "values": values, "reasons": [], "scored_failed": 0,
-            "mean": statistics.fmean(values), "failed_whole": False}
+    return {"name": name, "n": len(values), "failed": 0, "values": values, "seeds": [r["seed"] for r in measured],
+            "reasons": [], "scored_failed": 0, "mean": statistics.fmean(values), "failed_whole": False}
 
 
 def _brief(c: dict) -> str:

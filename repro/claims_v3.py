@@ -1,7 +1,8 @@
-"""The claims under judging rules v3 (2026-12-03; repro/judging.py states the rules, tests/test_judging_v3.py
-checks them at their edges): planned looks, "smaller than the paper's", a seed cap with "not decidable at this
-scale", Holm within a claim of several comparisons, failed seeds scored as their corpus's trivial reference, and
-one model-code version per claim. v1 and v2 stay in repro/claims.py, computable and reported."""
+"""The claims under judging rules v3 (2026-12-03) and v4 (2026-12-05: a look tests its planned seeds alone;
+repro/judging.py states the rules, tests/test_judging_v3.py checks them at their edges): planned looks, "smaller
+than the paper's", a seed cap with "not decidable at this scale", Holm within a claim of several comparisons,
+failed seeds scored as their corpus's trivial reference, and one model-code version per claim. v1 and v2 stay in
+repro/claims.py, computable and reported."""
 
 from __future__ import annotations
 
@@ -109,9 +110,16 @@ def _plan(n: int) -> int | None:
     return next((k for k in LOOKS if k > n), None)
 
 
-def compare(claim, a: dict, c: dict) -> dict:
+def at_look(cell: dict, k: int) -> dict:
+    """The cell as its look sees it (rules v4): its first `k` scored seeds by seed number."""
+    kept = sorted(zip(cell["seeds"], cell["values"]))[:k]
+    values = [v for _, v in kept]
+    return {**cell, "values": values, "seeds": [s for s, _ in kept], "mean": statistics.fmean(values)}
+
+
+def compare(claim, a: dict, c: dict, at_looks: bool = False) -> dict:
     """One comparison of a against c: its raw p values and what it says before any adjustment within the claim
-    (`settle` turns them into a verdict)."""
+    (`settle` turns them into a verdict). `at_looks` (rules v4): the look tests its planned seeds alone."""
     out = {"cells": [a["name"], c["name"]]}
     if settled := failed_whole(claim, a, c):
         return {**out, "fixed": settled[0], "why": settled[1]}
@@ -121,6 +129,14 @@ def compare(claim, a: dict, c: dict) -> dict:
     if look == 0:
         return {**out, "fixed": "inconclusive", "test": {"seeds_needed": LOOKS[0]},
                 "why": f"before the first look ({LOOKS[0]} scored seeds per cell; {n} now)"}
+    waiting = ""
+    if at_looks:
+        past = len(a["values"]) + len(c["values"]) - 2 * LOOKS[look - 1]
+        n = LOOKS[look - 1]
+        a, c = at_look(a, n), at_look(c, n)
+        if past:
+            waiting = (f"; look {look} tests the first {n} seeds of each cell by seed number, the "
+                       f"{past} past it wait{'' if past > 1 else 's'} for the next look")
     if claim.kind == "close":
         t = judging.tost(a["values"], c["values"], claim.tolerance)
         effect = paper_effect(claim, a["name"], c["name"], c["mean"])
@@ -128,7 +144,8 @@ def compare(claim, a: dict, c: dict) -> dict:
         would = need if need and need > judging.SEED_CAP else None
         t.update({"paper_effect": effect, "p_against": t["p_outside"], "look": look, "would_need": would})
         return {**out, "test": t, "p": t["p"], "p_against": t["p_outside"], "p_smaller": None, "n": n,
-                "would_need": would, "why": f"TOST at +-{claim.tolerance:g}: diff {t['diff']:+.2f}, p {t['p']:.3f}"}
+                "would_need": would,
+                "why": f"TOST at +-{claim.tolerance:g}: diff {t['diff']:+.2f}, p {t['p']:.3f}" + waiting}
     sign = 1 if claim.higher_is_better else -1
     w = judging.welch(a["values"], c["values"], sign)
     effect = paper_effect(claim, a["name"], c["name"], c["mean"])
@@ -136,7 +153,7 @@ def compare(claim, a: dict, c: dict) -> dict:
     _, would = judging.seeds_needed_v3(a["values"], c["values"], effect)
     test = {**w.as_dict(), "paper_effect": effect, "p_smaller": p_small, "look": look, "would_need": would}
     why = (f"Welch diff {w.diff:+.2f} in the claim's direction, 95% CI [{w.ci95[0]:+.2f}, {w.ci95[1]:+.2f}], "
-           f"p {w.p:.3f}" + (f"; the paper's {effect:+.2f}" if effect is not None else ""))
+           f"p {w.p:.3f}" + (f"; the paper's {effect:+.2f}" if effect is not None else "") + waiting)
     return {**out, "test": test, "p": w.p, "p_against": w.p_against, "p_smaller": p_small, "n": n,
             "would_need": would, "why": why}
 
@@ -185,9 +202,11 @@ def _run(claim, a: dict) -> dict:
     return run_verdict(claim, a)
 
 
-def judge(claim, records: dict[str, list[dict]], stale: dict, figures_dir: Path, scale: str, refs_of) -> dict:
-    """A claim under rules v3: {"verdict", "evidence", "model_code", "versions" (each cell's, where one state of
-    the code was found), and where a test decided, "test" or "comparisons" (each with its verdict)}."""
+def judge(claim, records: dict[str, list[dict]], stale: dict, figures_dir: Path, scale: str, refs_of,
+          at_looks: bool = False) -> dict:
+    """A claim under rules v3, or with `at_looks` v4 (each look tests its planned seeds alone): {"verdict",
+    "evidence", "model_code", "versions" (each cell's, where one state of the code was found), and where a test
+    decided, "test" or "comparisons" (each with its verdict)}."""
     if claim.kind == "figure3":
         verdict, evidence = _judge_figure(claim, figures_dir, scale)
         return {"verdict": verdict, "evidence": evidence, "test": {"test": "fixed thresholds on one deterministic "
@@ -212,7 +231,7 @@ def judge(claim, records: dict[str, list[dict]], stale: dict, figures_dir: Path,
         return {**out, "evidence": out["evidence"] + (f"; {extra}" if extra else ""), "model_code": code,
                 "versions": versions}
     a, others = cells[0], cells[1:]
-    raw = [compare(claim, a, c) for c in others]
+    raw = [compare(claim, a, c, at_looks) for c in others]
     tested = [i for i, j in enumerate(raw) if "fixed" not in j]
     adj_against = dict(zip(tested, judging.holm([raw[i]["p_against"] for i in tested]))) if tested else {}
     smalls = [i for i in tested if raw[i]["p_smaller"] is not None]

@@ -91,7 +91,7 @@ def recipes(folder: Path = typer.Argument(Path("recipes"), help="Folder of recip
 
 def claims(scale: str = typer.Option("mini", "--scale", help="Whose records to judge."),
            fmt: str = typer.Option("text", "--format", help="text, markdown or json."),
-           rules: str = typer.Option(None, "--rules", help="Which dated version of the judging rules (v1, v2, v3; "
+           rules: str = typer.Option(None, "--rules", help="Which dated version of the judging rules (v1, v2, v3, v4; "
                                      "default the current one)."),
            changed: bool = typer.Option(False, "--changed", help="List the verdicts that changed from the previous "
                                         "version of the rules to --rules instead."),

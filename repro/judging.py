@@ -56,6 +56,12 @@ asked for more than any budget:
   no version has them, the claim uses all and says it mixes.
 - Across a table's claims, Holm- and Benjamini-Hochberg-adjusted p values are shown beside the raw ones; verdicts
   do not use them.
+
+Rules v4 (2026-12-05), changing v3 where its looks were not the planned ones: a look tests exactly its planned
+seeds, each cell's first LOOKS[k] scored seeds by seed number (at the claim's model-code version); seeds past the
+look wait for the next. v3 tested all the seeds there were whenever the fewer reached a look, so every record that
+landed between two looks (6 vs 5 seeds, then 7 vs 5, ...) was one more test at LOOK_ALPHA, and the Pocock-type
+level no longer held the chance of a false "reproduced" at ALPHA over the four looks. Everything else is v3's.
 """
 
 from __future__ import annotations
@@ -67,8 +73,9 @@ from repro.config import RecipeError, resolve
 from repro.references import load_references
 from repro.results import current_records, load_records, metric_at, recipes_dir
 
-RULES = {"v1": "2026-11-21", "v2": "2026-11-29", "v3": "2026-12-03"}  # version -> the date it took effect
-CURRENT = "v3"
+RULES = {"v1": "2026-11-21", "v2": "2026-11-29", "v3": "2026-12-03", "v4": "2026-12-05"}  # -> the date it took effect
+CURRENT = "v4"
+LOOKED = ("v3", "v4")  # the versions with planned looks (repro/claims_v3.py applies both)
 
 NLL_MARGIN = 0.1        # nats under the unigram reference, and over the source-blind NLL
 METRIC_MARGIN = 1.0     # points (BLEU, ROUGE-1 x 100, WER %) beyond the best constant output
@@ -314,7 +321,7 @@ def benjamini_hochberg(ps: list[float]) -> list[float]:
 # -- records under a version of the rules -----------------------------------------------------------------------
 
 def judge_record(record: dict, refs: dict | None, rules: str = CURRENT) -> tuple[str, str]:
-    """(status, reason) of one record under `rules`: v1 keeps the health rule's; v2 (and v3) add learned
+    """(status, reason) of one record under `rules`: v1 keeps the health rule's; v2 (and v3, v4) add learned
     nothing."""
     if rules not in RULES:
         raise ValueError(f"--rules {rules!r}: expected one of {', '.join(RULES)}")

@@ -1,6 +1,6 @@
-"""The claims' verdicts under a version of the judging rules (v1, v2, and v3 in force), the verdicts that changed
-between two versions, and their rendering: the claims and their readers are in repro/claims.py, the live rules'
-judgement in repro/claims_v3.py."""
+"""The claims' verdicts under a version of the judging rules (v1, v2, v3, and v4 in force), the verdicts that
+changed between two versions, and their rendering: the claims and their readers are in repro/claims.py, the live
+rules' judgement (v3's, and v4's looks) in repro/claims_v3.py."""
 
 from __future__ import annotations
 
@@ -19,13 +19,13 @@ def evaluate_claims(results_dir: Path, scale: str, rules: str = judging.CURRENT)
     records, stale = judging.judged_records(results_dir, scale, rules)
     figures = Path(results_dir) / "figures"
     uninformative = not_informative(results_dir, scale) if rules != "v1" else {}
-    references = load_references(results_dir) if rules == "v3" else {}
+    references = load_references(results_dir) if rules in judging.LOOKED else {}
     refs_of = lambda r: judging.references_for(r, references)
     rows = []
     for c in CLAIMS:
-        if rules == "v3" and not (c.a and task_folder(c.a) in uninformative):
+        if rules in judging.LOOKED and not (c.a and task_folder(c.a) in uninformative):
             rows.append({"claim": c.text, "source": c.source,
-                         **claims_v3.judge(c, records, stale, figures, scale, refs_of)})
+                         **claims_v3.judge(c, records, stale, figures, scale, refs_of, rules == "v4")})
         elif rules == "v1":
             verdict, evidence = claims_v1.judge(c, records, figures, scale)
             rows.append({"claim": c.text, "source": c.source, "verdict": verdict, "evidence": evidence})
@@ -38,7 +38,7 @@ def evaluate_claims(results_dir: Path, scale: str, rules: str = judging.CURRENT)
     for row, c in zip(rows, CLAIMS):  # one row a claim
         if c.kind == "figure3":  # gradients at initialisation: no run, the same verdict at every scale
             row["scale_free"] = True
-    if rules == "v3":
+    if rules in judging.LOOKED:
         claims_v3.adjust_across(rows)
     return rows
 
@@ -65,6 +65,8 @@ def render_changed(results_dir: Path, scale: str, old: str = "v1", new: str = ju
         for r in rows:
             out += [fill(f"{r['claim']}: {r[old]} -> {r[new]}"), fill(r["evidence"], "    ")]
         return "\n".join(out) + "\n"
+    if not rows:
+        return f"**{head}**\n"
     lines = [f"**{head}**", "",
              f"| claim | {old} | {new} | why ({new}'s evidence) |", "|---|---|---|---|"]
     lines += [f"| {r['claim']} | {r[old]} | {r[new]} | {escape(r['evidence'])} |" for r in rows]
@@ -80,7 +82,7 @@ def render_claims(results_dir: Path, scale: str, fmt: str = "text", rules: str =
                            "rules_date": judging.RULES[rules], "claims": rows}, indent=2) + "\n"
     if fmt == "markdown":
         lines = [f"Claims at scale '{scale}' under {rules_line(rules)}: {counts}.", ""]
-        if rules == "v3":  # its look, its model-code version, and p beside its table's adjusted ones
+        if rules in judging.LOOKED:  # its look, its model-code version, and p beside its table's adjusted ones
             f = lambda x: "—" if x is None else f"{x:.3f}"
             lines += ["| claim | paper | verdict | look | model code | p | Holm | BH | evidence |",
                       "|---|---|---|---|---|---|---|---|---|"]

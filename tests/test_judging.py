@@ -255,16 +255,22 @@ def test_claims_cli_prints_rules_and_json_has_the_tests(tmp_path):
         write_record(tmp_path, record("6L-6L-b2t", seed, metrics={"bleu_average": b2t}))
         write_record(tmp_path, record("6L-6L-pre_ln", seed, metrics={"bleu_average": pre}))
     r = runner.invoke(app, ["claims", "--results", str(tmp_path)])
-    assert r.exit_code == 0 and f"judging rules v3 of {judging.RULES['v3']}" in r.output
+    assert r.exit_code == 0 and f"judging rules v4 of {judging.RULES['v4']}" in r.output
     data = json.loads(runner.invoke(app, ["claims", "--results", str(tmp_path), "--format", "json"]).output)
-    assert data["rules"] == "v3" and data["rules_date"] == judging.RULES["v3"]
+    assert data["rules"] == "v4" and data["rules_date"] == judging.RULES["v4"]
     r = runner.invoke(app, ["claims", "--results", str(tmp_path), "--rules", "v2"])
     assert r.exit_code == 0 and f"judging rules v2 of {judging.RULES['v2']}" in r.output
     row = next(c for c in data["claims"] if c["claim"].startswith("6L-6L MT: B2T > Pre-LN"))
     assert {"test", "diff", "ci95", "p", "n"} <= set(row["comparisons"][0]["test"])
     assert runner.invoke(app, ["claims", "--results", str(tmp_path), "--rules", "v7"]).exit_code == 2
+    none = runner.invoke(app, ["claims", "--results", str(tmp_path), "--changed", "--format", "markdown"])
+    assert none.exit_code == 0 and "changed from rules v3 to v4: 0" in none.output
+    assert "|---" not in none.output  # nothing changed: the count, no empty table
+    for seed, b2t in ((4, 29.0), (5, 29.4)):  # B2T's seeds past the first look: v3 tests them, v4 waits for look 2
+        write_record(tmp_path, record("6L-6L-b2t", seed, metrics={"bleu_average": b2t}))
     changed = runner.invoke(app, ["claims", "--results", str(tmp_path), "--changed"])
-    assert changed.exit_code == 0 and "changed from rules v2 to v3" in changed.output
+    assert changed.exit_code == 0 and "changed from rules v3 to v4: 1" in changed.output
+    assert "not decidable at this scale -> reproduced" in changed.output
     assert "|---" not in changed.output  # text in a terminal; --format markdown for the table
     md = runner.invoke(app, ["claims", "--results", str(tmp_path), "--changed", "--format", "markdown"])
     assert md.exit_code == 0 and "|---|---|---|---|" in md.output

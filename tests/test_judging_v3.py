@@ -82,6 +82,27 @@ def test_an_effect_past_the_cap_is_not_decidable_and_asks_for_no_runs():
     assert row["comparisons"][0]["test"]["would_need"] > judging.SEED_CAP
 
 
+def test_v4_tests_a_looks_planned_seeds_alone_the_rest_wait_for_the_next_look():
+    """Between two looks v3 tested every seed there was, so each record that landed was one more test at the look
+    level; v4 (2026-12-05) tests each cell's first LOOKS[k] seeds by seed number, whatever lands after them."""
+    a = recs([29.0, 29.4]) + recs([32.0, 32.1, 31.9], start=3)  # seeds 1-2 low, 3-5 high
+    b = recs([30.0, 30.1, 29.9])
+    a = a[2:] + a[:2]  # records in any order: the look takes seeds by number
+    v4 = claims_v3.judge(DEEPER, {DEEPER.a: a, DEEPER.b: b}, {}, None, "mini", lambda r: REFS, at_looks=True)
+    v3 = judge(DEEPER, {DEEPER.a: a, DEEPER.b: b})
+    first3 = [29.0, 29.4, 32.0]
+    assert v4["comparisons"][0]["test"]["diff"] == pytest.approx(sum(first3) / 3 - 30.0)
+    assert v3["comparisons"][0]["test"]["diff"] == pytest.approx((29.0 + 29.4 + 32.0 + 32.1 + 31.9) / 5 - 30.0)
+    assert "first 3 seeds of each cell by seed number, the 2 past it wait for the next look" in v4["evidence"]
+    assert v4["look"] == 1 and "wait" not in v3["evidence"]
+    # at 5 vs 5 the look is look 2 and tests all ten; seeds 6+ of one cell would wait again
+    b5 = b + recs([30.0, 30.05], start=4)
+    v4 = claims_v3.judge(DEEPER, {DEEPER.a: a + recs([10.0], start=6), DEEPER.b: b5}, {}, None, "mini",
+                         lambda r: REFS, at_looks=True)
+    assert v4["look"] == 2 and v4["comparisons"][0]["test"]["diff"] == pytest.approx(
+        (29.0 + 29.4 + 32.0 + 32.1 + 31.9) / 5 - (30.0 + 30.1 + 29.9 + 30.0 + 30.05) / 5)
+
+
 def test_holm_within_a_claim_of_several_comparisons():
     claim = next(c for c in CLAIMS if c.text.startswith("6L-6L MT: B2T > each of DeepNet"))
     others = claim.b.split(",")
