@@ -15,7 +15,8 @@ by claims decided per priced hour, and worked down in lanes whose run folders ou
 - `--run` trains the queued runs in that order (runs stopped part-way first), one-thread runs side by side on a CPU
   or a cell's seeds as one group on a GPU, in run folders outside the checkout (`--runs`, default $LNREPRO_RUNS or
   ~/lnrepro-runs), so a fresh clone on the same machine resumes them (`train --resume`); each record is written as
-  its run ends. Every corpus the chosen runs train on must be prepared before the first starts.
+  its run ends. A set whose corpus is not prepared under `--root` waits, named at once with the command that
+  prepares it, while the others train; the whole queue takes it up once the corpus is prepared.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Callable
 from repro import calibration, calibration_v2_1
 from repro.claims import CLAIMS, claim_cells, task_folder
 from repro.config import resolve, run_folder
-from repro.data.corpora import check_prepared
+from repro.data.corpora import not_prepared_message, unprepared
 from repro.launch import Job, default_threads, run_jobs
 from repro.needed import claim_missing, missing_runs
 from repro.pace import (MEASURED, depth, here_label, machine_paces, measured_paces, pace_of, recipe_batches,
@@ -332,6 +333,15 @@ def watch(sets: list[DecisiveSet], results_dir: Path, runs_dir: Path):
     return collect, settle
 
 
+def ready(sets: list[DecisiveSet], data_root: Path, scale: str) -> tuple[list[DecisiveSet], tuple | None]:
+    """The sets whose runs' corpora are all prepared under `data_root`, in order, and (how many sets wait, the
+    corpora they wait for) or None where none waits: a fresh machine trains what it can while a corpus is prepared."""
+    need = [{resolve(recipes_dir() / f"{name}.yaml", scale).recipe.data.corpus for name, _ in s.new_runs} for s in sets]
+    missing = set(unprepared(set().union(*need), data_root))
+    out = [s for s, n in zip(sets, need) if not n & missing]
+    return out, ((len(sets) - len(out), sorted(missing)) if missing else None)
+
+
 def run(sets: list[DecisiveSet], hours: float | None, limit: int | None, at_once: int | None, runs_dir: Path,
         data_root: Path, results_dir: Path, on_gpu: bool, scale: str = "mini",
         rebuild: Callable[[], list[DecisiveSet]] | None = None) -> None:
@@ -340,14 +350,24 @@ def run(sets: list[DecisiveSet], hours: float | None, limit: int | None, at_once
     finish is a ValueError naming it. With `rebuild` (the whole queue: no hours, no limit), the queue is rebuilt
     from the records as each job ends and the next job taken from it, so a claim's next look joins in its place;
     without, the sets are those built before it starts."""
-    chosen = within(sets, hours)[:limit]
+    chosen, waits = ready(within(sets, hours)[:limit], data_root, scale)
     parallel = at_once or (1 if on_gpu else os.cpu_count() or 1)
     todo = jobs(chosen, results_dir, runs_dir, data_root, on_gpu, scale)
     if not todo:
+        if waits:  # nothing here can start: the corpora are the whole answer
+            raise ValueError(not_prepared_message(waits[1], data_root))
         console.print("nothing queued to train", markup=False)
         return
-    check_prepared({resolve(recipes_dir() / f"{name}.yaml", scale).recipe.data.corpus
-                    for s in chosen for name, _ in s.new_runs}, data_root)
+    said = [None]
+    waiting = lambda w: (f"{w[0]} decisive set(s) wait: {not_prepared_message(w[1], data_root)}; "
+                         + ("the queue takes them up once prepared" if rebuild else
+                            "the same command takes them once prepared"))
+
+    def tell(w):  # once per change: a rebuild after each run would otherwise say it again
+        if w and w != said[0]:
+            console.print(waiting(w), markup=False, highlight=False)
+        said[0] = w
+    tell(waits)
     collect, settle = watch(chosen, results_dir, runs_dir)
 
     def refill(started):  # the jobs started (running or ended) are left out: an ended one that failed is not retried
@@ -357,6 +377,8 @@ def run(sets: list[DecisiveSet], hours: float | None, limit: int | None, at_once
             console.print(f"the queue was not rebuilt ({e}); the lanes go on with the list they had", markup=False,
                           highlight=False)
             return None
+        sets, w = ready(sets, data_root, scale)
+        tell(w)
         chosen[:] = sets
         return jobs(chosen, results_dir, runs_dir, data_root, on_gpu, scale,
                     frozenset(c for j in started for c in j.covers))
@@ -371,8 +393,8 @@ def run(sets: list[DecisiveSet], hours: float | None, limit: int | None, at_once
         raise ValueError(f"jobs that did not finish: {', '.join(bad)} (their logs are in their run folders under "
                          f"{runs_dir})")
     if rebuild:
-        console.print(f"trained {len(done)} job(s); the queue rebuilt from their records has nothing left to train",
-                      markup=False, highlight=False)
+        console.print(f"trained {len(done)} job(s); the queue rebuilt from their records has nothing left to train"
+                      + (f" here; {waiting(said[0])}" if said[0] else ""), markup=False, highlight=False)
     else:  # the list was built once, at the start: the records written since may ask for more (a claim's next look)
         console.print(f"trained the {len(todo)} job(s) queued at the start; the same command again queues what the "
                       f"records written since still need", markup=False, highlight=False)

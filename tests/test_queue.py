@@ -87,7 +87,13 @@ def test_a_depth_no_record_prices_is_priced_from_the_cpu_time_the_benchmark_meas
     assert mine["librispeech/6L-6L-post_ln"] == [120.0, 1000] and "librispeech/6L-6L-pre_ln" not in mine  # recorded
 
 
-def test_the_queue_prices_with_the_measured_paces_what_no_record_prices():
+def test_the_queue_prices_with_the_measured_paces_what_no_record_prices(monkeypatch):
+    # on the machine most records trained on, whatever machine runs the test: on one no record names, every depth
+    # any machine priced is priced from it, and no set is left for the measured paces
+    from repro import provenance
+    hw = json.loads((REPO / "results" / "mini" / "6L-6L-b2t_noln" / "seed11.json").read_text())["hardware"]
+    assert hw["cpu_id"] == "AuthenticAMD family 26 model 2"
+    monkeypatch.setattr(provenance, "hardware", lambda world_size=1: hw)
     unpriced = [s for s in queue.build(REPO / "results", "mini", measured={}) if s.state == "queued" and s.hours is None
                 and s.kind == "claim"]
     assert unpriced, "every queued set is priced by records alone: pick another depth for this test"
@@ -273,16 +279,22 @@ def test_a_run_stopped_part_way_is_priced_for_the_updates_it_has_left(tmp_path):
     assert fresh.why == "c; 6L-6L-post_ln seed 4 training now (no checkpoint yet)" and fresh.done == {}
 
 
-def test_queue_run_names_each_corpus_not_prepared_before_any_run_starts(tmp_path):
+def test_a_set_whose_corpus_is_not_prepared_waits_and_with_nothing_else_queue_run_names_it_before_any_start(tmp_path):
+    """A fresh machine trains what it can while a corpus is prepared: a set needing a corpus not prepared under
+    --root is left out, the others keep their order; when every set waits, --run names each missing corpus with
+    the command that prepares it, and starts nothing."""
     root = tmp_path / "d"
     (root / "multi30k").mkdir(parents=True)
     (root / "multi30k" / "meta.json").write_text("{}")  # prepared, as far as the launch looks
-    sets = [DecisiveSet("claim", "mt", ["a"], [(RECIPE, 9)]),
-            DecisiveSet("claim", "gigaword", ["b"], [("gigaword/6L-6L-b2t", 9), ("gigaword/6L-6L-pre_ln", 9)])]
-    for s in sets:
+    mt = [DecisiveSet("claim", "mt", [c], [(RECIPE, 9)]) for c in ("a", "c")]
+    summ = DecisiveSet("claim", "gigaword", ["b"], [("gigaword/6L-6L-b2t", 9), ("gigaword/6L-6L-pre_ln", 9)])
+    mixed = DecisiveSet("claim", "mt", ["d"], [(RECIPE, 10), ("gigaword/6L-6L-b2t", 10)])
+    for s in (*mt, summ, mixed):
         s.new_runs = list(s.runs)
+    assert queue.ready([mt[0], summ, mt[1], mixed], root, "mini") == ([mt[0], mt[1]], (2, ["gigaword_sample"]))
+    assert queue.ready(mt, root, "mini") == (mt, None)
     with pytest.raises(ValueError) as e:
-        queue.run(sets, None, None, 2, tmp_path / "runs", root, tmp_path / "results", on_gpu=False)
+        queue.run([summ, mixed], None, None, 2, tmp_path / "runs", root, tmp_path / "results", on_gpu=False)
     assert str(e.value) == (f"--root {root}: not prepared there: gigaword_sample (`lnrepro prepare gigaword "
                             f"--source ../shared/data/gigaword --root {root}`)")
     assert not list((tmp_path / "runs").glob("*"))  # nothing started
@@ -315,10 +327,12 @@ def test_run_jobs_takes_the_jobs_refill_gives_as_each_job_ends(tmp_path, monkeyp
 def test_the_whole_queue_is_rebuilt_as_each_run_ends_and_a_new_look_joins(tiny_root, tmp_path, capfd):
     """`queue --run` on the whole queue: when a run ends the queue is rebuilt from the records, so a run the new
     records ask for (a claim's next look) is trained in the same command; the runs already started are not
-    started again; a rebuild that fails leaves the lanes on the list they had."""
+    started again; a rebuild that fails leaves the lanes on the list they had; a set whose corpus is not prepared
+    waits, said once and again at the end."""
     first = DecisiveSet("claim", "mt", ["look 1"], [(RECIPE, 1)])
     nxt = DecisiveSet("claim", "mt", ["look 2"], [(RECIPE, 1), ("6L-6L-pre_ln", 1), ("6L-6L-post_ln", 1)])
-    for s in (first, nxt):
+    speech = DecisiveSet("claim", "librispeech", ["asr"], [("librispeech/6L-6L-b2t", 1)])  # tiny_speech: not here
+    for s in (first, nxt, speech):
         s.new_runs = list(s.runs)
     results = tmp_path / "results"
     results.mkdir()
@@ -328,12 +342,17 @@ def test_the_whole_queue_is_rebuilt_as_each_run_ends_and_a_new_look_joins(tiny_r
         builds.append(sorted(p.parent.name for p in results.rglob("seed*.json")))
         if len(builds) == 2:
             raise ValueError("results/x.json: line 1 is not JSON")
-        return [nxt] if len(builds) == 1 else []
-    queue.run([first], None, None, 1, tmp_path / "lanes", tiny_root, results, on_gpu=False, scale="tiny",
+        return [nxt, speech] if len(builds) == 1 else [speech]
+    queue.run([speech, first], None, None, 1, tmp_path / "lanes", tiny_root, results, on_gpu=False, scale="tiny",
               rebuild=rebuild)
     assert builds == [[RECIPE], [RECIPE, "6L-6L-pre_ln"], [RECIPE, "6L-6L-post_ln", "6L-6L-pre_ln"]]
     said = " ".join(capfd.readouterr().err.split())
     assert "the queue was not rebuilt (results/x.json: line 1 is not JSON); the lanes go on" in said
+    waits = f"1 decisive set(s) wait: --root {tiny_root}: not prepared there: tiny_speech (`lnrepro prepare tiny"
+    assert said.count(waits) == 2, said  # at the start (not again at each rebuild), and in the last line
+    assert said.endswith("has nothing left to train here; " + waits + " --source ../shared/data/librispeech "
+                         f"--root {tiny_root}`); the queue takes them up once prepared"), said
+    assert not (tmp_path / "lanes" / "librispeech").exists() and not list((tmp_path / "lanes").glob("*speech*"))
     for name in (RECIPE, "6L-6L-pre_ln", "6L-6L-post_ln"):
         record = json.loads((results / "tiny" / name / "seed1.json").read_text())
         assert record["status"] == "completed", name
