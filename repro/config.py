@@ -297,18 +297,28 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
-_YAML_CACHE: dict[tuple[str, int, int], dict] = {}
+_YAML_CACHE: dict[tuple[str, str], dict] = {}
+
+
+def _version(path: Path) -> tuple[str, str]:
+    """A file's version as the caches key it: its resolved path and its content's digest (an mtime can be too
+    coarse to tell two writes apart)."""
+    return str(path.resolve()), hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _parsed(path: Path) -> tuple[tuple[str, str], dict]:
+    """(the file's version, its mapping as parsed once per process and version: not to be changed)."""
+    key = _version(path)
+    if key not in _YAML_CACHE:
+        _YAML_CACHE[key] = _parse_yaml(path)
+    return key, _YAML_CACHE[key]
 
 
 def _read_yaml(path: Path, context: str) -> dict:
-    """A recipe file's mapping (parsed once per process and file version; callers get a copy)."""
+    """A recipe file's mapping (callers get a copy)."""
     if not path.is_file():
         raise RecipeError(f"{context}: file not found: {path}")
-    st = path.stat()
-    key = (str(path.resolve()), st.st_mtime_ns, st.st_size)
-    if key not in _YAML_CACHE:
-        _YAML_CACHE[key] = _parse_yaml(path)
-    return copy.deepcopy(_YAML_CACHE[key])
+    return copy.deepcopy(_parsed(path)[1])
 
 
 def _parse_yaml(path: Path) -> dict:
@@ -459,11 +469,17 @@ def _join(where: str, key: str) -> str:
     return f"{where} {key}" if where.endswith(":") else f"{where}.{key}"
 
 
+@functools.cache
+def _fields(cls) -> tuple[dict, list[str]]:
+    """A recipe section's field types and names: evaluating its string annotations is most of a resolve's time,
+    and the queue resolves thousands of recipes."""
+    return typing.get_type_hints(cls), [f.name for f in dataclasses.fields(cls)]
+
+
 def _build(cls, data: dict, where: str):
     if not isinstance(data, dict):
         raise RecipeError(f"{where}: {data!r} is {type(data).__name__}, expected a mapping of keys")
-    hints = typing.get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls)]
+    hints, names = _fields(cls)
     kwargs = {}
     for key, value in data.items():
         path = _join(where, key)
@@ -556,8 +572,40 @@ def parse_set(item: str) -> tuple[list[str], object]:
     return key.split("."), value
 
 
+def _versions(path: Path) -> tuple | None:
+    """The files a resolve of `path` reads (the recipe, then its base), each as _version keys it; None where one
+    cannot be read or parsed (resolve then says why)."""
+    out: list[tuple] = []
+    try:
+        while len(out) < 2:
+            key, data = _parsed(path)
+            out.append(key)
+            if not isinstance(data.get("base"), str):
+                break
+            path = path.parent / data["base"]
+    except (OSError, RecipeError):
+        return None
+    return tuple(out)
+
+
+_RESOLVED: dict[tuple, ResolvedRecipe] = {}
+
+
 def resolve(path: str | Path, scale: str = "paper", sets: list[str] | None = None) -> ResolvedRecipe:
+    """A recipe at a scale with its --set overrides, checked. Kept per process for the files' versions it read:
+    the queue prices thousands of runs from a few hundred recipes. Callers get a copy."""
     path = Path(path)
+    versions = _versions(path)
+    key = (str(path), scale, tuple(sets or ()), versions)
+    if versions is not None and key in _RESOLVED:
+        return copy.deepcopy(_RESOLVED[key])
+    out = _resolve(path, scale, sets)
+    if versions is not None:
+        _RESOLVED[key] = copy.deepcopy(out)
+    return out
+
+
+def _resolve(path: Path, scale: str, sets: list[str] | None) -> ResolvedRecipe:
     if scale not in SCALES:
         raise RecipeError(f"--scale {scale!r}: expected one of {', '.join(SCALES)}")
     raw = load_raw(path)

@@ -392,3 +392,24 @@ def test_a_key_added_to_the_schema_leaves_the_hash_alone_at_its_default():
             resolve(path, "paper", sets=[f"data.specaugment_time_p={bad}"])
     with pytest.raises(RecipeError, match="data.specaugment_time_p"):  # a key of task asr only
         resolve(REPO / "recipes/6L-6L-post_ln.yaml", "paper", sets=["data.specaugment_time_p=0.5"])
+
+
+def test_a_recipe_resolved_again_reads_its_files_as_they_are_now(tmp_path):
+    """resolve keeps what it built per version of the recipe's files, so the queue prices thousands of runs from a
+    few hundred recipes: a recipe or base rewritten at once (same size, possibly the same mtime) is read anew, and
+    a caller changing what it was given changes nothing the next call gets."""
+    write(tmp_path, BASE_WITH_SCALE, "base.yaml")
+    own = write(tmp_path, "base: base.yaml\noptim: {warmup_updates: 4000}\n", "own.yaml")
+    first = resolve(own, "mini")
+    assert (first.recipe.optim.warmup_updates, first.recipe.optim.lr) == (4000, 0.002)
+    first.recipe.optim.warmup_updates = 1
+    assert resolve(own, "mini").recipe.optim.warmup_updates == 4000
+    write(tmp_path, "base: base.yaml\noptim: {warmup_updates: 2000}\n", "own.yaml")
+    assert resolve(own, "mini").recipe.optim.warmup_updates == 2000
+    write(tmp_path, BASE_WITH_SCALE.replace("0.002", "0.003"), "base.yaml")
+    assert resolve(own, "mini").recipe.optim.lr == 0.003
+    assert resolve(own, "mini", ["optim.lr=0.004"]).recipe.optim.lr == 0.004
+    assert resolve(own, "mini").recipe.optim.lr == 0.003
+    (tmp_path / "base.yaml").unlink()
+    with pytest.raises(RecipeError, match="base: file not found"):
+        resolve(own, "mini")
