@@ -20,11 +20,11 @@ demo: $(STAMP)
 	@echo "      reproduce a table:  lnrepro reproduce 1 --scale mini --plan  (README: Reproduce a table)"
 	@echo "      read the results:   docs/results-mini.md  (every table, claim, figure and run at mini)"
 
-test: $(STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider
+test: $(STAMP)  # two test processes: most tests use one core
+	$(PY) -m pytest -q -p no:cacheprovider -n 2
 
 test-fast: $(STAMP)  # leaves out the tests that start real training processes
-	$(PY) -m pytest -q -p no:cacheprovider -m 'not slow and not gpu'
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 -m 'not slow and not gpu'
 
 clean:
 	rm -rf .venv figures runs
