@@ -358,15 +358,16 @@ def run(sets: list[DecisiveSet], hours: float | None, limit: int | None, at_once
             raise ValueError(not_prepared_message(waits[1], data_root))
         console.print("nothing queued to train", markup=False)
         return
-    said = [None]
+    said = None  # the corpora wait last said: a rebuild after each run says it again only when it changed
     waiting = lambda w: (f"{w[0]} decisive set(s) wait: {not_prepared_message(w[1], data_root)}; "
                          + ("the queue takes them up once prepared" if rebuild else
                             "the same command takes them once prepared"))
 
-    def tell(w):  # once per change: a rebuild after each run would otherwise say it again
-        if w and w != said[0]:
+    def tell(w):
+        nonlocal said
+        if w and w != said:
             console.print(waiting(w), markup=False, highlight=False)
-        said[0] = w
+        said = w
     tell(waits)
     collect, settle = watch(chosen, results_dir, runs_dir)
 
@@ -394,7 +395,7 @@ def run(sets: list[DecisiveSet], hours: float | None, limit: int | None, at_once
                          f"{runs_dir})")
     if rebuild:
         console.print(f"trained {len(done)} job(s); the queue rebuilt from their records has nothing left to train"
-                      + (f" here; {waiting(said[0])}" if said[0] else ""), markup=False, highlight=False)
+                      + (f" here; {waiting(said)}" if said else ""), markup=False, highlight=False)
     else:  # the list was built once, at the start: the records written since may ask for more (a claim's next look)
         console.print(f"trained the {len(todo)} job(s) queued at the start; the same command again queues what the "
                       f"records written since still need", markup=False, highlight=False)
