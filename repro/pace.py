@@ -304,26 +304,45 @@ def _same_kind(label: str) -> str:
     return label.rsplit(", ", 1)[1] if "thread" in label else "GPU"
 
 
+def _ratio(mine: dict[str, list[float]], theirs: dict[str, list[float]]) -> tuple[int, float] | None:
+    """(their batches of the depths both paces keep, the seconds `mine` took for its batches of those depths against
+    the seconds `theirs` would), or None where they share no depth."""
+    own, their_depths = depth_paces(mine), depth_paces(theirs)
+    shared = [d for d in own if d in their_depths]
+    if not shared:
+        return None
+    took = sum(own[d][0] for d in shared)
+    would = sum(their_depths[d][0] / their_depths[d][1] * own[d][1] for d in shared)
+    return sum(their_depths[d][1] for d in shared), took / would
+
+
 def scaled_paces(paces: dict[str, dict[str, list[float]]], here: str) -> tuple[dict[str, list[float]], dict[str, str]]:
     """`here`'s paces, completed from the other machines of its kind (the same thread count on a CPU): a depth `here`
     never trained takes, with its recipes, one other machine's paces times the two machines' ratio, the seconds
     `here` took for its batches of the depths both trained against the other's for the same batches; the machine
     that trained more batches of those depths first, but this machine's own measured step (measured_paces) before
-    any. A depth none of them trained stays unpriced. Returns the paces and, for each depth taken, where from
-    ("AMD EPYC 25/17, 1 thread x 0.64")."""
+    any. A machine with no record yet starts from its measured step, times the wall seconds per CPU second of
+    training another machine's records kept over that machine's own measured step (a run's wall time holds more
+    than its steps: validation, checkpoints, the decode). A depth none of them trained stays unpriced. Returns the
+    paces and, for each depth taken, where from ("AMD EPYC 25/17, 1 thread x 0.64")."""
     mine = dict(paces.get(here, {}))
-    own = depth_paces(mine)
     borrowed: dict[str, str] = {}
+    if not mine and paces.get(MEASURED + here):
+        walls = [(*got, label) for label in paces if not label.startswith(MEASURED) and label != here
+                 and _same_kind(label) == _same_kind(here) and paces.get(MEASURED + label)
+                 and (got := _ratio(paces[label], paces[MEASURED + label]))]
+        if walls:
+            _, wall, label = max(walls)  # the machine whose records share the most batches with its measured step
+            for name, (seconds, batches) in paces[MEASURED + here].items():
+                mine[name] = [seconds * wall, batches]
+                borrowed[depth(name)] = f"{MEASURED + here} x {wall:.2f}, the wall time per step on {label}"
+    own = depth_paces(mine)
     ratios = []
     for label, theirs in paces.items():
         if label == here or _same_kind(label) != _same_kind(here):
             continue
-        their_depths = depth_paces(theirs)
-        shared = [d for d in own if d in their_depths]
-        if shared:
-            took = sum(own[d][0] for d in shared)
-            would = sum(their_depths[d][0] / their_depths[d][1] * own[d][1] for d in shared)
-            ratios.append((sum(their_depths[d][1] for d in shared), label, took / would))
+        if got := _ratio(mine, theirs):
+            ratios.append((got[0], label, got[1]))
     # this machine's own step, measured, first; then the machine that trained more batches of the shared depths.
     # A depth's recipes are priced from one source, the first that has the depth.
     source: dict[str, str] = {}

@@ -8,8 +8,8 @@ by claims decided per priced hour, and worked down in lanes whose run folders ou
   most claims decided per hour first, each priced at this machine's pace where the records keep one (a depth it
   never trained at another machine's of its kind, scaled by their ratio on the depths both trained:
   pace.scaled_paces; the CPU times per batch benchmarks/mini_step.py --paces measured count as one more machine
-  there: pace.measured_paces), else at the fastest machine of the kind here (a GPU's where one is present) that
-  priced it; runs another set already queued are not paid twice, and a run stopped part-way is paid for the
+  there: pace.measured_paces, and price a machine with no record yet), else at the fastest machine of the kind here
+  (a GPU's where one is present) that priced it; runs another set already queued are not paid twice, and a run stopped part-way is paid for the
   updates it has left. Sets nobody priced come after the priced ones, fewest runs first. Claims of a task whose
   regime is undecided wait: their runs could go stale when it is decided.
 - `--run` trains the queued runs in that order (runs stopped part-way first), one-thread runs side by side on a CPU
@@ -158,11 +158,11 @@ def part_done(sets: list[DecisiveSet], runs_dir: Path, scale: str) -> None:
 
 
 def pricing_label(paces: dict, machines: dict, on_gpu: bool) -> tuple[str | None, list[str]]:
-    """The machine whose pace prices the queue: this one where the records keep its pace, else the labels of the
-    kind here (GPU or CPU), fastest first as each set finds them."""
+    """The machine whose pace prices the queue: this one where the records keep its pace or a benchmark measured
+    its step (a CPU's), else the labels of the kind here (GPU or CPU), fastest first as each set finds them."""
     here = here_label(1)
     kind = [label for label in paces if ("thread" not in label) == on_gpu]
-    return (here if here in paces else None), kind
+    return (here if here in paces or (not on_gpu and MEASURED + here in paces) else None), kind
 
 
 def price(sets: list[DecisiveSet], scale: str, paces: dict, here: str | None, kinds: list[str]) -> None:
@@ -221,6 +221,9 @@ def build(results_dir: Path, scale: str = "mini", on_gpu: bool = False, measured
     borrowed = {}
     if here:
         paces[here], borrowed = scaled_paces(paces, here)
+        if not paces[here]:  # a measured step and no machine to scale it to wall time by: price as elsewhere
+            del paces[here]
+            here = None
     sets = calibration_sets(undecided, results_dir) + claim_sets(results_dir, scale, undecided)
     if runs_dir is not None:
         part_done(sets, Path(runs_dir), scale)

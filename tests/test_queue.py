@@ -87,6 +87,22 @@ def test_a_depth_no_record_prices_is_priced_from_the_cpu_time_the_benchmark_meas
     assert mine["librispeech/6L-6L-post_ln"] == [120.0, 1000] and "librispeech/6L-6L-pre_ln" not in mine  # recorded
 
 
+def test_a_machine_with_no_record_yet_is_priced_from_its_measured_step_at_another_machines_wall_time_per_step():
+    here, other, two = "new, 1 thread", "old, 1 thread", "two, 2 threads"
+    paces = {other: {"6L-6L-b2t": [120.0, 1000], "18L-18L-b2t": [50.0, 100]},  # 0.12 s a batch of 6L-6L
+             "mini_step.py on " + other: {"6L-6L-pre_ln": [1.0, 10]},  # its step: 0.10 s, so wall / step 1.2
+             two: {"6L-6L-b2t": [1.0, 1000]}, "mini_step.py on " + two: {"6L-6L-b2t": [10.0, 10]},  # 2 threads
+             "mini_step.py on " + here: {"6L-6L-b2t": [2.0, 10], "gigaword/6L-6L-b2t": [3.0, 10]}}
+    mine, borrowed = scaled_paces(paces, here)
+    assert mine["6L-6L-b2t"] == pytest.approx([2.4, 10]) and mine["gigaword/6L-6L-b2t"] == pytest.approx([3.6, 10])
+    assert borrowed["6L-6L"] == "mini_step.py on new, 1 thread x 1.20, the wall time per step on old, 1 thread"
+    # a depth it never measured: the other machine's records times the two machines' ratio (0.24 s a batch against
+    # 0.12), as for a machine with records
+    assert mine["18L-18L-b2t"] == pytest.approx([100.0, 100]) and borrowed["18L-18L"] == "old, 1 thread x 2.00"
+    # no machine of its kind keeps both records and a measured step: nothing to scale the step to wall time by
+    assert scaled_paces({k: v for k, v in paces.items() if k != "mini_step.py on " + other}, here) == ({}, {})
+
+
 def test_the_queue_prices_with_the_measured_paces_what_no_record_prices(monkeypatch):
     # on the machine most records trained on, whatever machine runs the test: on one no record names, every depth
     # any machine priced is priced from it, and no set is left for the measured paces
@@ -106,6 +122,20 @@ def test_the_queue_prices_with_the_measured_paces_what_no_record_prices(monkeypa
     for s in unpriced:
         now = got[tuple(s.claims)]
         assert now.hours is not None and "(from mini_step.py here x " in now.priced_on, now.priced_on
+
+
+def test_a_machine_no_record_names_prices_the_queue_at_its_measured_step(monkeypatch):
+    from repro import provenance
+    hw = json.loads((REPO / "results" / "mini" / "6L-6L-b2t_noln" / "seed11.json").read_text())["hardware"]
+    monkeypatch.setattr(provenance, "hardware", lambda world_size=1: {**hw, "cpu_id": "GenuineIntel family 6 model 250"})
+    here = here_label(1)
+    elsewhere = queue.build(REPO / "results", "mini")  # no measured step: other machines' paces, as they are
+    assert not any(s.priced_on.startswith(here) for s in elsewhere)
+    measured = {**measured_paces(), "mini_step.py on " + here: {RECIPE: [0.5, 1]}}
+    got = [s for s in queue.build(REPO / "results", "mini", measured=measured) if s.hours is not None]
+    assert got and all(s.priced_on.startswith(here) for s in got)
+    mt = next(s for s in got if any(r.startswith("6L-6L-") for r, _ in s.new_runs))
+    assert "(from mini_step.py here x " in mt.priced_on and "the wall time per step on " in mt.priced_on
 
 
 def test_the_deepest_pre_ln_run_trains_and_is_priced_to_its_candidates_length_as_calibrate_trains_it(tmp_path):
