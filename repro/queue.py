@@ -9,9 +9,9 @@ by claims decided per priced hour, and worked down in lanes whose run folders ou
   never trained at another machine's of its kind, scaled by their ratio on the depths both trained:
   pace.scaled_paces; the CPU times per batch benchmarks/mini_step.py --paces measured count as one more machine
   there: pace.measured_paces, and price a machine with no record yet), else at the fastest machine of the kind here
-  (a GPU's where one is present) that priced it; runs another set already queued are not paid twice, and a run stopped part-way is paid for the
-  updates it has left. Sets nobody priced come after the priced ones, fewest runs first. Claims of a task whose
-  regime is undecided wait: their runs could go stale when it is decided.
+  (a GPU's where one is present) that priced it; runs another set already queued are not paid twice, and a run
+  stopped part-way is paid for the updates it has left. Sets nobody priced come after the priced ones, fewest runs
+  first. Claims of a task whose regime is undecided wait: their runs could go stale when it is decided.
 - `--run` trains the queued runs in that order (runs stopped part-way first), one-thread runs side by side on a CPU
   or a cell's seeds as one group on a GPU, in run folders outside the checkout (`--runs`, default $LNREPRO_RUNS or
   ~/lnrepro-runs), so a fresh clone on the same machine resumes them (`train --resume`); each record is written as
