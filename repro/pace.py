@@ -299,7 +299,7 @@ def pace_of(recorded: dict[str, list[float]], recipe_name: str) -> list[float] |
     return recorded.get(recipe_name) or depth_paces(recorded).get(depth(recipe_name))
 
 
-def _same_kind(label: str) -> str:
+def same_kind(label: str) -> str:
     """What makes two labels' paces comparable: a CPU's thread count ("1 thread"), or "GPU"."""
     return label.rsplit(", ", 1)[1] if "thread" in label else "GPU"
 
@@ -316,30 +316,40 @@ def _ratio(mine: dict[str, list[float]], theirs: dict[str, list[float]]) -> tupl
     return sum(their_depths[d][1] for d in shared), took / would
 
 
+def wall_per_step(paces: dict[str, dict[str, list[float]]], label: str) -> tuple[float, str] | None:
+    """The wall seconds of training per second of `label`'s measured step (MEASURED + label), and the machine they
+    come from: `label`'s own records against its measured step where it keeps both, else those of the machine of its
+    kind whose records share the most batches with its own measured step. A run's wall time holds more than its
+    steps (validation, checkpoints, the decode), so a measured step alone prices a run short. None where no machine
+    of its kind keeps both."""
+    walls = [(other == label, *got, other) for other in paces if not other.startswith(MEASURED)
+             and same_kind(other) == same_kind(label) and paces.get(MEASURED + other)
+             and (got := _ratio(paces[other], paces[MEASURED + other]))]
+    if not walls:
+        return None
+    *_, wall, other = max(walls)
+    return wall, other
+
+
 def scaled_paces(paces: dict[str, dict[str, list[float]]], here: str) -> tuple[dict[str, list[float]], dict[str, str]]:
     """`here`'s paces, completed from the other machines of its kind (the same thread count on a CPU): a depth `here`
     never trained takes, with its recipes, one other machine's paces times the two machines' ratio, the seconds
     `here` took for its batches of the depths both trained against the other's for the same batches; the machine
     that trained more batches of those depths first, but this machine's own measured step (measured_paces) before
-    any. A machine with no record yet starts from its measured step, times the wall seconds per CPU second of
-    training another machine's records kept over that machine's own measured step (a run's wall time holds more
-    than its steps: validation, checkpoints, the decode). A depth none of them trained stays unpriced. Returns the
+    any. A machine with no record yet starts from its measured step, scaled to wall time (wall_per_step). A depth
+    none of them trained stays unpriced. Returns the
     paces and, for each depth taken, where from ("AMD EPYC 25/17, 1 thread x 0.64")."""
     mine = dict(paces.get(here, {}))
     borrowed: dict[str, str] = {}
-    if not mine and paces.get(MEASURED + here):
-        walls = [(*got, label) for label in paces if not label.startswith(MEASURED) and label != here
-                 and _same_kind(label) == _same_kind(here) and paces.get(MEASURED + label)
-                 and (got := _ratio(paces[label], paces[MEASURED + label]))]
-        if walls:
-            _, wall, label = max(walls)  # the machine whose records share the most batches with its measured step
-            for name, (seconds, batches) in paces[MEASURED + here].items():
-                mine[name] = [seconds * wall, batches]
-                borrowed[depth(name)] = f"{MEASURED + here} x {wall:.2f}, the wall time per step on {label}"
+    if not mine and paces.get(MEASURED + here) and (got := wall_per_step(paces, here)):
+        wall, label = got
+        for name, (seconds, batches) in paces[MEASURED + here].items():
+            mine[name] = [seconds * wall, batches]
+            borrowed[depth(name)] = f"{MEASURED + here} x {wall:.2f}, the wall time per step on {label}"
     own = depth_paces(mine)
     ratios = []
     for label, theirs in paces.items():
-        if label == here or _same_kind(label) != _same_kind(here):
+        if label == here or same_kind(label) != same_kind(here):
             continue
         if got := _ratio(mine, theirs):
             ratios.append((got[0], label, got[1]))

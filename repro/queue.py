@@ -9,7 +9,8 @@ by claims decided per priced hour, and worked down in lanes whose run folders ou
   never trained at another machine's of its kind, scaled by their ratio on the depths both trained:
   pace.scaled_paces; the CPU times per batch benchmarks/mini_step.py --paces measured count as one more machine
   there: pace.measured_paces, and price a machine with no record yet), else at the fastest machine of the kind here
-  (a GPU's where one is present) that priced it; runs another set already queued are not paid twice, and a run
+  (a GPU's where one is present; a CPU's at one thread, each priced so too) that priced it; runs another set
+  already queued are not paid twice, and a run
   stopped part-way is paid for the updates it has left. Sets nobody priced come after the priced ones, fewest runs
   first. Claims of a task whose regime is undecided wait: their runs could go stale when it is decided.
 - `--run` trains the queued runs in that order (runs stopped part-way first), one-thread runs side by side on a CPU
@@ -32,8 +33,8 @@ from repro.config import resolve, run_folder
 from repro.data.corpora import not_prepared_message, unprepared
 from repro.launch import Job, default_threads, run_jobs
 from repro.needed import claim_missing, missing_runs
-from repro.pace import (MEASURED, depth, here_label, machine_paces, measured_paces, pace_of, recipe_batches,
-                        recipe_updates, scaled_paces)
+from repro.pace import (MEASURED, same_kind, depth, here_label, machine_paces, measured_paces, pace_of,
+                        recipe_batches, recipe_updates, scaled_paces)
 from repro.progress import console
 from repro.results import recipes_dir
 from repro.tables.render import plain_table, wrap
@@ -161,7 +162,9 @@ def pricing_label(paces: dict, machines: dict, on_gpu: bool) -> tuple[str | None
     """The machine whose pace prices the queue: this one where the records keep its pace or a benchmark measured
     its step (a CPU's), else the labels of the kind here (GPU or CPU), fastest first as each set finds them."""
     here = here_label(1)
-    kind = [label for label in paces if ("thread" not in label) == on_gpu]
+    # a run elsewhere is priced at a pace of its kind: a GPU's, or a CPU's at the queue's one thread a run
+    kind = [label for label in paces if ("thread" not in label) == on_gpu
+            and (on_gpu or same_kind(label) == same_kind(here))]
     return (here if here in paces or (not on_gpu and MEASURED + here in paces) else None), kind
 
 
@@ -218,19 +221,24 @@ def build(results_dir: Path, scale: str = "mini", on_gpu: bool = False, measured
     if scale == "mini":  # the benchmark measures mini's step
         paces.update(measured_paces() if measured is None else measured)
     here, kinds = pricing_label(paces, machines, on_gpu)
-    borrowed = {}
-    if here:
-        paces[here], borrowed = scaled_paces(paces, here)
-        if not paces[here]:  # a measured step and no machine to scale it to wall time by: price as elsewhere
-            del paces[here]
-            here = None
+    if here and not scaled_paces(paces, here)[0]:  # a measured step, nothing to scale it to wall time by
+        here = None
+    # each machine priced as this one would be (pace.scaled_paces): its records, then its measured step, then the
+    # other machines of its kind; elsewhere on a CPU, every machine of the kind here, the fastest then pricing a set
+    priced = [here] if here else [] if on_gpu else list(dict.fromkeys(k.removeprefix(MEASURED) for k in kinds))
+    scaled = {label: got for label in priced if (got := scaled_paces(paces, label))[0]}
+    paces.update({label: got[0] for label, got in scaled.items()})
+    borrowed = {label: got[1] for label, got in scaled.items()}
+    if not here and not on_gpu:
+        kinds = list(scaled)
     sets = calibration_sets(undecided, results_dir) + claim_sets(results_dir, scale, undecided)
     if runs_dir is not None:
         part_done(sets, Path(runs_dir), scale)
     got = order(sets, scale, paces, here, kinds)
-    for s in got:  # say where a price rests on another machine's pace
-        froms = sorted({borrowed[depth(r)].replace(MEASURED + here, "mini_step.py here") for r, _ in s.new_runs
-                        if s.priced_on == here and depth(r) in borrowed})
+    for s in got:  # say where a price rests on another machine's pace or a measured step
+        took = borrowed.get(s.priced_on, {})
+        froms = sorted({took[depth(r)].replace(MEASURED + (here or "-"), "mini_step.py here") for r, _ in s.new_runs
+                        if depth(r) in took})
         if froms:
             s.priced_on += f" (from {'; '.join(froms)})"
     return got

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from repro import queue
 from repro.cli import app
-from repro.pace import here_label, measured_paces, pace_of, scaled_paces
+from repro.pace import MEASURED, here_label, measured_paces, pace_of, scaled_paces, wall_per_step
 from repro.queue import DecisiveSet
 
 REPO = Path(__file__).resolve().parents[1]
@@ -103,6 +103,16 @@ def test_a_machine_with_no_record_yet_is_priced_from_its_measured_step_at_anothe
     assert scaled_paces({k: v for k, v in paces.items() if k != "mini_step.py on " + other}, here) == ({}, {})
 
 
+def test_a_measured_step_is_scaled_to_wall_time_by_its_own_machines_records_before_another_machines():
+    mine, more = "mine, 1 thread", "more, 1 thread"
+    paces = {mine: {"6L-6L-b2t": [12.0, 100]}, MEASURED + mine: {"6L-6L-pre_ln": [1.0, 10]},  # 0.12 s against 0.10
+             more: {"6L-6L-b2t": [300.0, 1000]}, MEASURED + more: {"6L-6L-pre_ln": [4.0, 20]},  # 0.30 against 0.20
+             "two, 2 threads": {"6L-6L-b2t": [9.0, 1]}, MEASURED + "two, 2 threads": {"6L-6L-b2t": [1.0, 1]}}
+    assert wall_per_step(paces, mine) == (pytest.approx(1.2), mine)
+    assert wall_per_step(paces, "new, 1 thread") == (pytest.approx(1.5), more)  # the most batches shared
+    assert wall_per_step({mine: paces[mine], MEASURED + more: paces[MEASURED + more]}, mine) is None
+
+
 def test_the_queue_prices_with_the_measured_paces_what_no_record_prices(monkeypatch):
     # on the machine most records trained on, whatever machine runs the test: on one no record names, every depth
     # any machine priced is priced from it, and no set is left for the measured paces
@@ -129,8 +139,19 @@ def test_a_machine_no_record_names_prices_the_queue_at_its_measured_step(monkeyp
     hw = json.loads((REPO / "results" / "mini" / "6L-6L-b2t_noln" / "seed11.json").read_text())["hardware"]
     monkeypatch.setattr(provenance, "hardware", lambda world_size=1: {**hw, "cpu_id": "GenuineIntel family 6 model 250"})
     here = here_label(1)
-    elsewhere = queue.build(REPO / "results", "mini")  # no measured step: other machines' paces, as they are
+    elsewhere = queue.build(REPO / "results", "mini")  # no measured step: other machines' paces
     assert not any(s.priced_on.startswith(here) for s in elsewhere)
+    # each at one thread a run, as the queue trains, and each machine as this one would be: its records, then its
+    # measured step scaled to wall time (never the bare step), then its kind's other machines
+    from repro.pace import MEASURED, depth, machine_paces
+    recorded = machine_paces(REPO / "results", "mini")[0]
+    priced = [s for s in elsewhere if s.hours is not None]
+    assert priced
+    for s in priced:
+        label = s.priced_on.split(" (from ")[0]
+        assert label.endswith(", 1 thread") and not label.startswith(MEASURED), s.priced_on
+        if any(depth(r) not in {depth(n) for n in recorded[label]} for r, _ in s.new_runs):
+            assert " (from " in s.priced_on, s.priced_on
     measured = {**measured_paces(), "mini_step.py on " + here: {RECIPE: [0.5, 1]}}
     got = [s for s in queue.build(REPO / "results", "mini", measured=measured) if s.hours is not None]
     assert got and all(s.priced_on.startswith(here) for s in got)
