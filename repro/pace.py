@@ -337,8 +337,8 @@ def scaled_paces(paces: dict[str, dict[str, list[float]]], here: str) -> tuple[d
     `here` took for its batches of the depths both trained against the other's for the same batches; the machine
     that trained more batches of those depths first, but this machine's own measured step (measured_paces) before
     any. A machine with no record yet starts from its measured step, scaled to wall time (wall_per_step). A depth
-    none of them trained stays unpriced. Returns the
-    paces and, for each depth taken, where from ("AMD EPYC 25/17, 1 thread x 0.64")."""
+    none of them trained stays unpriced. Returns the paces and, for each depth taken, where from ("AMD EPYC 25/17,
+    1 thread x 0.64")."""
     mine = dict(paces.get(here, {}))
     borrowed: dict[str, str] = {}
     if not mine and paces.get(MEASURED + here) and (got := wall_per_step(paces, here)):

@@ -10,9 +10,9 @@ by claims decided per priced hour, and worked down in lanes whose run folders ou
   pace.scaled_paces; the CPU times per batch benchmarks/mini_step.py --paces measured count as one more machine
   there: pace.measured_paces, and price a machine with no record yet), else at the fastest machine of the kind here
   (a GPU's where one is present; a CPU's at one thread, each priced so too) that priced it; runs another set
-  already queued are not paid twice, and a run
-  stopped part-way is paid for the updates it has left. Sets nobody priced come after the priced ones, fewest runs
-  first. Claims of a task whose regime is undecided wait: their runs could go stale when it is decided.
+  already queued are not paid twice, and a run stopped part-way is paid for the updates it has left. Sets nobody
+  priced come after the priced ones, fewest runs first. Claims of a task whose regime is undecided wait: their runs
+  could go stale when it is decided.
 - `--run` trains the queued runs in that order (runs stopped part-way first), one-thread runs side by side on a CPU
   or a cell's seeds as one group on a GPU, in run folders outside the checkout (`--runs`, default $LNREPRO_RUNS or
   ~/lnrepro-runs), so a fresh clone on the same machine resumes them (`train --resume`); each record is written as
@@ -33,8 +33,8 @@ from repro.config import resolve, run_folder
 from repro.data.corpora import not_prepared_message, unprepared
 from repro.launch import Job, default_threads, run_jobs
 from repro.needed import claim_missing, missing_runs
-from repro.pace import (MEASURED, same_kind, depth, here_label, machine_paces, measured_paces, pace_of,
-                        recipe_batches, recipe_updates, scaled_paces)
+from repro.pace import (MEASURED, depth, here_label, machine_paces, measured_paces, pace_of, recipe_batches,
+                        recipe_updates, same_kind, scaled_paces)
 from repro.progress import console
 from repro.results import recipes_dir
 from repro.tables.render import plain_table, wrap
@@ -237,8 +237,9 @@ def build(results_dir: Path, scale: str = "mini", on_gpu: bool = False, measured
     got = order(sets, scale, paces, here, kinds)
     for s in got:  # say where a price rests on another machine's pace or a measured step
         took = borrowed.get(s.priced_on, {})
-        froms = sorted({took[depth(r)].replace(MEASURED + (here or "-"), "mini_step.py here") for r, _ in s.new_runs
-                        if depth(r) in took})
+        froms = sorted({took[depth(r)] for r, _ in s.new_runs if depth(r) in took})
+        if here:
+            froms = [f.replace(MEASURED + here, "mini_step.py here") for f in froms]
         if froms:
             s.priced_on += f" (from {'; '.join(froms)})"
     return got
