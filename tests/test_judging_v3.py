@@ -7,7 +7,7 @@ import math
 import pytest
 
 from repro import claims_v3, judging
-from repro.claims import CLAIMS, Claim
+from repro.claims import CLAIMS, VERDICTS, Claim
 from repro.claims_v3 import SMALLER, UNDECIDABLE, adjust_across, failed_score, one_version
 from repro.judging import LOOK_ALPHA, LOOKS
 
@@ -198,7 +198,9 @@ def test_v2_verdicts_stay_computable_and_the_claims_say_what_they_test():
         assert lm["comparisons"][0]["test"]["n"] == [len(current[cell]) for cell in cells]
     assert not any(">=" in c.text for c in CLAIMS)
     v3 = {r["claim"]: r for r in evaluate_claims(results, "mini", "v3")}
-    assert v3["MT: 18L-18L B2T > 6L-6L B2T on BLEU (deeper is better)"]["verdict"] == SMALLER
+    # a verdict of the committed records changes as records land: check that v3 judges them, not what it says
+    assert all(r["verdict"] in VERDICTS for r in v3.values())
+    assert v3["MT: 18L-18L B2T > 6L-6L B2T on BLEU (deeper is better)"]["verdict"] != "not run"
     for r in v3.values():
         for j in r.get("comparisons", []):
             assert (j.get("test") or {}).get("seeds_needed") is None or j["test"]["seeds_needed"] <= judging.SEED_CAP
