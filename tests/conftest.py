@@ -35,6 +35,22 @@ def tiny_lm_root(tiny_root) -> Path:
     return tiny_root
 
 
+@pytest.fixture
+def committed_results(tmp_path):
+    """Makes a copy of the committed records less some cells' (`committed_results("6L-6L-admin")`), so that a test
+    reads the evidence as it stands and what it needs stays there however the evidence grows (a cell a claim still
+    needs keeps its set queued; a depth with no record stays unpriced)."""
+    import shutil
+
+    def copy(*cells: str) -> Path:
+        results = tmp_path / "results"
+        shutil.copytree(REPO / "results", results)
+        for cell in cells:
+            shutil.rmtree(results / "mini" / cell)
+        return results
+    return copy
+
+
 def _results_state() -> dict:
     root = REPO / "results"
     return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in root.rglob("*") if p.is_file()}

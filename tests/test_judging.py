@@ -341,17 +341,13 @@ def test_references_found_by_fingerprint_else_by_corpus_name():
     assert find({"corpus": "gigaword_sample", "files_sha256": "c"}) is None
 
 
-def test_a_task_calibration_v2_found_not_informative_has_its_claims_read_so(tmp_path):
+def test_a_task_calibration_v2_found_not_informative_has_its_claims_read_so(committed_results):
     """A v2 choice.json saying "not informative" (here written by hand for Gigaword) turns that task's claims into
     "not informative", with the reason; other tasks' verdicts and rules v1's are untouched."""
     import json
-    import shutil
-    from pathlib import Path
 
     from repro.verdicts import evaluate_claims, render_claims
-    repo = Path(__file__).resolve().parents[1]
-    results = tmp_path / "results"
-    shutil.copytree(repo / "results", results)
+    results = committed_results()
     before = {r["claim"]: r["verdict"] for r in evaluate_claims(results, "mini")}
     choice = results / "mini/calibration/v2/gigaword/choice.json"
     choice.parent.mkdir(parents=True, exist_ok=True)  # the grid's committed runs may be there

@@ -20,17 +20,6 @@ REPO = Path(__file__).resolve().parents[1]
 RECIPE = "6L-6L-b2t"
 
 
-def committed_results_less(tmp_path: Path, *cells: str) -> Path:
-    """A copy of the committed records less some cells', so that what a test needs of the queue stays there however
-    the evidence grows (a cell a claim still needs keeps its set queued; a depth with no record stays unpriced)."""
-    import shutil
-    results = tmp_path / "results"
-    shutil.copytree(REPO / "results", results)
-    for cell in cells:
-        shutil.rmtree(results / "mini" / cell)
-    return results
-
-
 def paces(seconds_per_batch: float) -> dict:
     return {"cpu, 1 thread": {RECIPE: [seconds_per_batch, 1], "6L-6L-pre_ln": [seconds_per_batch, 1]}}
 
@@ -127,12 +116,12 @@ def test_a_measured_step_is_scaled_to_wall_time_by_its_own_machines_records_befo
     assert wall_per_step({mine: paces[mine], MEASURED + more: paces[MEASURED + more]}, mine) is None
 
 
-def test_the_queue_prices_with_the_measured_paces_what_no_record_prices(monkeypatch, tmp_path):
+def test_the_queue_prices_with_the_measured_paces_what_no_record_prices(monkeypatch, committed_results):
     # on the machine most records trained on, whatever machine runs the test: on one no record names, every depth
     # any machine priced is priced from it, and no set is left for the measured paces; the 16L LM's records left
     # out, a depth no record prices then
     from repro import provenance
-    results = committed_results_less(tmp_path, *(f"wikitext103/16L-{v}" for v in ("post_ln", "pre_ln", "b2t")))
+    results = committed_results(*(f"wikitext103/16L-{v}" for v in ("post_ln", "pre_ln", "b2t")))
     hw = json.loads((results / "mini" / "6L-6L-b2t_noln" / "seed11.json").read_text())["hardware"]
     assert hw["cpu_id"] == "AuthenticAMD family 26 model 2"
     monkeypatch.setattr(provenance, "hardware", lambda world_size=1: hw)
@@ -150,9 +139,9 @@ def test_the_queue_prices_with_the_measured_paces_what_no_record_prices(monkeypa
         assert now.hours is not None and "(from mini_step.py here x " in now.priced_on, now.priced_on
 
 
-def test_a_machine_no_record_names_prices_the_queue_at_its_measured_step(monkeypatch, tmp_path):
+def test_a_machine_no_record_names_prices_the_queue_at_its_measured_step(monkeypatch, committed_results):
     from repro import provenance
-    results = committed_results_less(tmp_path, "6L-6L-admin")  # Table 5's 6L-6L set stays queued
+    results = committed_results("6L-6L-admin")  # Table 5's 6L-6L set stays queued
     hw = json.loads((results / "mini" / "6L-6L-b2t_noln" / "seed11.json").read_text())["hardware"]
     monkeypatch.setattr(provenance, "hardware", lambda world_size=1: {**hw, "cpu_id": "GenuineIntel family 6 model 250"})
     here = here_label(1)
