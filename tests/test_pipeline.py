@@ -202,6 +202,33 @@ def torchrun_train(recipe, sets, tmp_path, tiny_root, port: int, *flags) -> None
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-8000:]
 
 
+RANK_TEARDOWN = """
+import os, torch, torch.distributed as dist
+from repro.train.loop import destroy_distributed, setup_distributed
+def threads():
+    return sorted(open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task"))
+before = threads()
+setup_distributed()
+ddp = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 4))  # imports torch._dynamo
+ddp(torch.randn(2, 4)).sum().backward()
+del ddp
+destroy_distributed()
+assert threads() == before, (before, threads())
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads in /proc")
+def test_torchrun_rank_ends_with_its_group_gone(tmp_path):
+    """What a rank trains with is gone at its exit, before the interpreter's finalisation: the group's gloo worker
+    threads have ended (one left behind aborts a finished rank, and torchrun kills the others)."""
+    script = tmp_path / "rank.py"
+    script.write_text(RANK_TEARDOWN)
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+                           "--master_port", "29535", str(script)], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"}, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+
+
 def test_torchrun_two_processes_equal_update_freq_two(tiny_root, tmp_path):
     recipe = REPO / "recipes/6L-6L-b2t.yaml"
     sets = ["model.encoder_layers=1", "model.decoder_layers=1", "optim.gpus_per_update=2", "model.dropout=0.0",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import json
 import math
 import os
@@ -63,9 +64,14 @@ class Dist:
 def setup_distributed() -> Dist:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world > 1 and not dist.is_initialized():
+        # torch.distributed.nn takes the default group as its functions' default arguments when first imported
+        # (DDP imports it, through torch._dynamo): imported once the group exists, it would hold the group for
+        # good, and destroy_distributed could not end the group's worker threads
+        import torch.distributed.nn  # noqa: F401
         dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-        # destroyed at exit while the interpreter is whole: left to its finalisation, gloo's worker threads can
-        # abort a process (SIGABRT) whose training has ended, and torchrun then kills the other ranks
+        # destroyed at exit while the interpreter is whole: left to its finalisation, a gloo worker thread that
+        # still holds a finished collective's tensors aborts a process whose training has ended (SIGABRT,
+        # "terminate called without an active exception"), and torchrun then kills the other ranks
         atexit.register(destroy_distributed)
     if world > 1:
         return Dist(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
@@ -73,7 +79,10 @@ def setup_distributed() -> Dist:
 
 
 def destroy_distributed() -> None:
+    """The process group gone and its worker threads joined. DDP sits in a reference cycle (its hooks) and may
+    hold the group until a collection: one first."""
     if dist.is_initialized():
+        gc.collect()
         dist.destroy_process_group()
 
 
